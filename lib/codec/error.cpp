@@ -1,0 +1,38 @@
+#include "adaprec/error.hpp"
+
+#include <sstream>
+
+namespace adaprec {
+
+const char* errorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kInvalidArgument: return "invalid argument";
+    case ErrorCode::kMalformedInput: return "malformed input";
+    case ErrorCode::kMismatch: return "mismatch";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kTransport: return "transport error";
+    case ErrorCode::kIo: return "I/O error";
+    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kCuda: return "CUDA error";
+  }
+  return "unknown error";
+}
+
+namespace detail {
+
+void throwError(ErrorCode code, const std::string& message, const char* condition, const char* file,
+                int line) {
+  std::ostringstream os;
+  os << "adaprec: " << message;
+  // Argument errors are for users: keep them to the message. Everything else also says where.
+  if (code != ErrorCode::kInvalidArgument) {
+    os << " [" << errorCodeName(code);
+    if (condition != nullptr) os << ": " << condition;
+    os << " at " << file << ":" << line << "]";
+  }
+  throw Error(code, os.str());
+}
+
+}  // namespace detail
+}  // namespace adaprec
