@@ -1,0 +1,153 @@
+// Communicator: the object users hold. Sum-allreduce of fp32 buffers where what travels between ranks
+// is a compressed encoding and the sum itself is formed in fp32.
+//
+//   auto comm = adaprec::makeMpiCommunicator(MPI_COMM_WORLD);          // adaprec/communicator_mpi.hpp
+//   adaprec::AllreduceOptions opt;
+//   opt.format = adaprec::parseFormatSpec("table1+ef");
+//   opt.average = true;
+//   opt.key = "fc1.weight";                                             // error-feedback state per tensor
+//   adaprec::AllreduceStats s = comm.allreduce(grad.data(), grad.size(), opt);
+//
+// Guarantees: every rank ends with bit-identical results (the owner of a chunk keeps the decoded value
+// of what it sent); any rank count >= 1 and any count >= 0; ranks that disagree on count, format,
+// algorithm, averaging or error feedback get Error(kMismatch) on every rank instead of a hang. Error
+// bounds per format x algorithm are in docs/algorithms.md. A Communicator is used from one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "adaprec/format.hpp"
+#include "adaprec/transport.hpp"
+
+namespace adaprec {
+
+// Allreduce algorithms; names follow Open MPI's coll/base where one exists. docs/algorithms.md gives
+// each one's steps, bytes per rank and number of quantizations per value.
+enum class Algorithm : std::uint8_t {
+  kAuto = 0,               // chosen by size, rank count and format (resolveAlgorithm)
+  kNative = 1,             // the transport's own uncompressed allreduce (MPI_Allreduce); fp32/bf16/fp16
+  kRing = 2,               // ring reduce-scatter + ring allgather
+  kTwoShot = 3,            // direct reduce-scatter + direct allgather: at most 2 quantizations per value
+  kRabenseifner = 4,       // recursive-halving reduce-scatter + recursive-doubling allgather
+  kRecursiveDoubling = 5,  // full-vector exchange, log2(p) rounds: small messages
+  kHierarchical = 6,       // fp32 reduce in each node, compressed allreduce among node leaders, bcast
+};
+
+// Every algorithm in canonical order, kAuto first.
+std::span<const Algorithm> allAlgorithms();
+std::string_view algorithmName(Algorithm algorithm);
+std::optional<Algorithm> tryParseAlgorithm(std::string_view name);
+// Throws Error(kInvalidArgument) listing the valid names.
+Algorithm parseAlgorithm(std::string_view name);
+std::string validAlgorithmNames();
+
+// Environment variables read by EnvironmentConfig (the C API and the preload library use them).
+inline constexpr const char* kEnvFormat = "ADAPREC_FORMAT";        // format spec; default fp32
+inline constexpr const char* kEnvAlgo = "ADAPREC_ALGO";            // algorithm name; default auto
+inline constexpr const char* kEnvMinBytes = "ADAPREC_MIN_BYTES";   // smaller messages pass through
+inline constexpr const char* kEnvStats = "ADAPREC_STATS";          // 1: print totals at finalize
+inline constexpr const char* kEnvRanksPerNode = "ADAPREC_RANKS_PER_NODE";  // emulate nodes
+inline constexpr std::size_t kDefaultMinBytes = 65536;
+
+struct EnvironmentConfig {
+  FormatSpec format;                       // ADAPREC_FORMAT
+  Algorithm algorithm = Algorithm::kAuto;  // ADAPREC_ALGO
+  std::size_t minBytes = kDefaultMinBytes; // ADAPREC_MIN_BYTES (decimal bytes)
+  bool stats = false;                      // ADAPREC_STATS (0 or 1)
+
+  // Reads the variables above; an unset or empty variable keeps its default. An invalid value throws
+  // Error(kInvalidArgument) whose message is one line naming the variable and the valid values.
+  static EnvironmentConfig fromEnvironment();
+};
+
+struct AllreduceOptions {
+  // A fixed wire format, optionally with error feedback ("table1+ef"). Selection::kFastest picks, per
+  // distinct count, the fastest format of fastestCandidates() measured on this communicator (once,
+  // collectively, then cached). Selection::kAdaptive is the controller's job: rejected here.
+  FormatSpec format;
+  Algorithm algorithm = Algorithm::kAuto;
+  bool average = false;  // divide the sum by size() (in fp32, identically on every rank)
+  // Error-feedback state key (one per tensor); required when format.errorFeedback. The residual of
+  // every quantization this rank performs is kept under the key and added before the next encode of
+  // the same element positions; the state resets when the count for a key changes.
+  std::string key;
+};
+
+struct AllreduceStats {
+  Algorithm algorithm = Algorithm::kNative;  // what ran (kAuto resolved)
+  Format format = Format::kFp32;             // wire format used
+  std::size_t count = 0;                     // elements reduced
+  std::size_t wireBytes = 0;                 // bytes this rank sent
+  std::size_t fp32Bytes = 0;                 // bytes this rank would have sent, same algorithm, fp32
+  double encodeSeconds = 0;                  // in encode (and error-feedback arithmetic)
+  double decodeSeconds = 0;                  // in decode / decodeAdd
+  double transferSeconds = 0;                // blocked waiting for transfers
+  double totalSeconds = 0;                   // wall time of the whole call
+  std::size_t calls = 1;                     // allreduce calls summed into this record
+
+  AllreduceStats& operator+=(const AllreduceStats& other);  // sums bytes, seconds and calls
+};
+
+// One layer's outcome of Communicator::chooseFastest.
+struct LayerChoice {
+  std::size_t count = 0;
+  Format format = Format::kFp32;             // fastest candidate
+  Algorithm algorithm = Algorithm::kNative;  // what kAuto resolved to for it
+  double seconds = 0;                        // its time per allreduce (max over ranks, median of reps)
+  std::vector<double> candidateSeconds;      // same order as the candidates passed in
+};
+
+struct FastestOptions {
+  int warmup = 1;                          // untimed allreduces per candidate
+  int repetitions = 3;                     // timed ones; the median is used
+  Algorithm algorithm = Algorithm::kAuto;  // algorithm to time each format with
+};
+
+class Communicator {
+ public:
+  explicit Communicator(std::shared_ptr<Transport> transport);
+  ~Communicator();
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+
+  int rank() const;
+  int size() const;
+  Transport& transport();
+
+  // In place: buf holds this rank's contribution and receives the sum.
+  AllreduceStats allreduce(float* buf, std::size_t count, const AllreduceOptions& options = {});
+  // Out of place; send == recv is allowed and means in place. send is not modified.
+  AllreduceStats allreduce(const float* send, float* recv, std::size_t count,
+                           const AllreduceOptions& options = {});
+
+  // What kAuto runs for this format and count on this communicator (identical on every rank); a
+  // non-auto request is returned unchanged. See docs/algorithms.md for the rule.
+  Algorithm resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const;
+
+  // Collective. For each layer size, times an allreduce of that many elements in every candidate
+  // format on this communicator (scratch buffers; no error feedback) and picks the fastest; every rank
+  // gets the same answer. Equal sizes are measured once.
+  std::vector<LayerChoice> chooseFastest(std::span<const std::size_t> layerCounts,
+                                         std::span<const Format> candidates,
+                                         const FastestOptions& options = {});
+  // Candidates used by Selection::kFastest: every wire format.
+  static std::vector<Format> fastestCandidates();
+
+  void resetErrorFeedback();                      // every key
+  void resetErrorFeedback(std::string_view key);  // one key
+  // Sum of the stats of every allreduce so far.
+  const AllreduceStats& totals() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace adaprec
