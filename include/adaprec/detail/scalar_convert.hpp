@@ -1,0 +1,179 @@
+// Scalar conversion math shared by the host codecs (lib/codec) and the CUDA kernels (kernels/).
+// It is the single definition of every rounding decision, so that CPU and GPU produce the same bytes.
+// Everything here is branch-free integer/float arithmetic (vectorizable on the host), uses only
+// correctly rounded fp32 add/multiply (no FMA: the project builds with -ffp-contract=off and nvcc
+// --fmad=false) and needs IEEE subnormals (no flush-to-zero).
+//
+// Small float types are described by SmallFloat<kExpBits, kManBits, kHasInf>:
+//   fp16  = SmallFloat<5, 10, true>,  bf16 = SmallFloat<8, 7, true>,
+//   fp8   = SmallFloat<5, 2, true>    (1-5-2, the E5M2 layout: bias 15, max 57344),
+//   e4m3  = SmallFloat<4, 3, false>   (OCP E4M3FN: bias 7, max 448, no Inf, NaN = S.1111.111).
+// Encoding rounds to nearest, ties to even, directly from fp32 (no double rounding), saturates finite
+// values beyond the largest finite value, keeps ±Inf (NaN where the type has no Inf), turns NaN into
+// the type's canonical quiet NaN and always keeps the sign bit.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define ADAPREC_HD __host__ __device__ __forceinline__
+#else
+#define ADAPREC_HD inline
+#endif
+
+namespace adaprec::detail {
+
+ADAPREC_HD std::uint32_t floatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+ADAPREC_HD float bitsFloat(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// Correctly rounded fp32 operations, spelled out so the device never fuses them.
+ADAPREC_HD float addRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+ADAPREC_HD float mulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+inline constexpr std::uint32_t kF32SignMask = 0x80000000u;
+inline constexpr std::uint32_t kF32AbsMask = 0x7fffffffu;
+inline constexpr std::uint32_t kF32InfBits = 0x7f800000u;
+inline constexpr std::uint32_t kF32QuietNanBits = 0x7fc00000u;
+
+// 2^e as a float for -149 <= e <= 127 (exact; subnormal below -126).
+ADAPREC_HD float exp2Int(int e) {
+  return e >= -126 ? bitsFloat(static_cast<std::uint32_t>(e + 127) << 23)
+                   : bitsFloat(1u << (e + 149));
+}
+
+template <int kExpBits, int kManBits, bool kHasInf>
+struct SmallFloat {
+  static constexpr int kBits = 1 + kExpBits + kManBits;
+  static constexpr int kBias = (1 << (kExpBits - 1)) - 1;
+  static constexpr std::uint32_t kSignBit = 1u << (kBits - 1);
+  static constexpr std::uint32_t kExpMask = ((1u << kExpBits) - 1) << kManBits;
+  static constexpr std::uint32_t kManMask = (1u << kManBits) - 1;
+  // Largest finite magnitude code: with Inf, the exponent below all-ones and a full mantissa;
+  // without (E4M3FN), all ones except the last mantissa bit (all ones is NaN).
+  static constexpr std::uint32_t kMaxFinite = kHasInf ? (kExpMask - (1u << kManBits)) | kManMask
+                                                      : (kExpMask | kManMask) - 1;
+  static constexpr std::uint32_t kInf = kExpMask;  // meaningful only when kHasInf
+  static constexpr std::uint32_t kNan = kHasInf ? kExpMask | (1u << (kManBits - 1)) : kExpMask | kManMask;
+  // Unbiased exponent of the largest finite value (E5M2: 15, E4M3FN: 8).
+  static constexpr int kMaxExp = static_cast<int>(kMaxFinite >> kManBits) - kBias;
+  // fp32 bits of the smallest normal magnitude 2^(1-bias).
+  static constexpr std::uint32_t kMinNormalF32 = static_cast<std::uint32_t>(127 - kBias + 1) << 23;
+  // Adding this power of two to a magnitude below the smallest normal makes the fp32 adder round it
+  // (RNE) to a multiple of the subnormal spacing 2^(1-bias-man), which lands in the low mantissa bits.
+  static constexpr std::uint32_t kSubnormalMagicF32 =
+      static_cast<std::uint32_t>(127 + 1 - kBias - kManBits + 23) << 23;
+  static constexpr int kShift = 23 - kManBits;
+  static constexpr std::uint32_t kRebias = static_cast<std::uint32_t>(127 - kBias) << kManBits;
+
+  // fp32 -> code. Branch-free.
+  static ADAPREC_HD std::uint32_t encode(float x) {
+    const std::uint32_t u = floatBits(x);
+    const std::uint32_t sign = (u >> 31) * kSignBit;
+    const std::uint32_t a = u & kF32AbsMask;
+    // Normal target: round the mantissa in the integer domain (ties to even), then rebias.
+    std::uint32_t normal = (a + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
+    normal = normal > kRebias ? normal - kRebias : 0u;
+    // Subnormal target: let the fp32 adder do the rounding.
+    const float magic = bitsFloat(kSubnormalMagicF32);
+    const std::uint32_t sub = floatBits(addRn(bitsFloat(a), magic)) - kSubnormalMagicF32;
+    std::uint32_t mag = a < kMinNormalF32 ? sub : normal;
+    mag = mag > kMaxFinite ? kMaxFinite : mag;                   // saturate finite values
+    const std::uint32_t special = (a == kF32InfBits && kHasInf) ? kInf : kNan;
+    mag = a >= kF32InfBits ? special : mag;
+    return sign | mag;
+  }
+
+  // code -> fp32 (exact: every small-float value is an fp32 value).
+  static ADAPREC_HD float decode(std::uint32_t code) {
+    const std::uint32_t sign = (code & kSignBit) ? kF32SignMask : 0u;
+    const std::uint32_t mag = code & (kSignBit - 1);
+    const std::uint32_t exp = mag >> kManBits;
+    const std::uint32_t normalBits = (mag << kShift) + (static_cast<std::uint32_t>(127 - kBias) << 23);
+    const float subnormal = mulRn(static_cast<float>(mag & kManMask), exp2Int(1 - kBias - kManBits));
+    std::uint32_t bits = exp == 0 ? floatBits(subnormal) : normalBits;
+    const bool isNan = kHasInf ? (exp == (kExpMask >> kManBits) && (mag & kManMask) != 0)
+                               : (mag == (kExpMask | kManMask));
+    const bool isInf = kHasInf && mag == kExpMask;
+    bits = isInf ? kF32InfBits : bits;
+    bits = isNan ? kF32QuietNanBits : bits;
+    return bitsFloat(bits | sign);
+  }
+
+  // Power-of-two block scale: the smallest e such that amax * 2^-e <= the largest finite value, so
+  // the block's largest magnitude uses the top binade. amax must be finite and >= 0; 0 gives e = 0.
+  static ADAPREC_HD int scaleExponent(float amax) {
+    const std::uint32_t a = floatBits(amax) & kF32AbsMask;
+    if (a == 0) return 0;
+    int e2;           // floor(log2(amax))
+    std::uint32_t f;  // the 23 fraction bits of amax normalised to [1, 2)
+    if (a >= 0x00800000u) {
+      e2 = static_cast<int>(a >> 23) - 127;
+      f = a & 0x007fffffu;
+    } else {
+      int top = 31;
+      while (((a >> top) & 1u) == 0) --top;  // a != 0, at most 23 iterations, subnormal amax only
+      e2 = top - 149;
+      f = (a << (23 - top)) & 0x007fffffu;
+    }
+    const std::uint32_t maxFraction = (kMaxFinite & kManMask) << kShift;  // 1.75 -> 0x600000
+    return f <= maxFraction ? e2 - kMaxExp : e2 - kMaxExp + 1;
+  }
+};
+
+using Fp16Math = SmallFloat<5, 10, true>;
+using Bf16Math = SmallFloat<8, 7, true>;
+using Fp8Math = SmallFloat<5, 2, true>;
+using E4m3Math = SmallFloat<4, 3, false>;
+
+// Scale exponents a valid fp8s/e4m3 chunk may carry (what encoders produce for any finite amax).
+// (fp8: amax = 2^-149 gives -164, amax = FLT_MAX gives 113; e4m3: -157 and 120.)
+inline constexpr int kMinScaleExponent = -164;
+inline constexpr int kMaxScaleExponent = 120;
+
+// x * 2^-e as two exact multiplications (2^-e alone may not be a float): the factors for encoding.
+struct ScaleFactors {
+  float first;
+  float second;
+};
+ADAPREC_HD ScaleFactors encodeFactors(int e) {
+  const int s = -e;  // in [-120, 164]
+  return s > 127 ? ScaleFactors{exp2Int(127), exp2Int(s - 127)} : ScaleFactors{exp2Int(s), 1.0f};
+}
+// value * 2^e for decoding: the first multiplication is exact (it never lands below 2^-142 for the
+// values fp8/e4m3 codes decode to), so the product is rounded once.
+ADAPREC_HD ScaleFactors decodeFactors(int e) {
+  return e < -126 ? ScaleFactors{exp2Int(-126), exp2Int(e + 126)} : ScaleFactors{exp2Int(e), 1.0f};
+}
+
+}  // namespace adaprec::detail

@@ -1,0 +1,50 @@
+// The hot loops of the host codecs, compiled twice (lib/codec/meson.build): once for x86-64-v3
+// (AVX2, F16C) and once for the baseline ISA. hostKernels() picks one at run time. Both variants run
+// the same IEEE operations element by element, so their output is bit-identical; only speed differs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace adaprec::codec {
+
+// Chunk payloads and parameters are byte pointers with no alignment guarantee (chunks are packed back
+// to back in transfer buffers); the loops read and write them with memcpy, which compiles to plain
+// (unaligned) loads and stores. Float arrays (src/dst/acc) are ordinary aligned float arrays.
+struct HostKernels {
+  const char* isa;
+
+  void (*decodeAddF32)(const std::uint8_t* src, std::size_t n, float* acc);
+
+  void (*encodeF16)(const float* src, std::size_t n, std::uint8_t* dst);
+  void (*decodeF16)(const std::uint8_t* src, std::size_t n, float* dst);
+  void (*decodeAddF16)(const std::uint8_t* src, std::size_t n, float* acc);
+  void (*encodeBf16)(const float* src, std::size_t n, std::uint8_t* dst);
+  void (*decodeBf16)(const std::uint8_t* src, std::size_t n, float* dst);
+  void (*decodeAddBf16)(const std::uint8_t* src, std::size_t n, float* acc);
+
+  // 8-bit floats. `scaled` formats take one int16 exponent per kScaleBlock elements (written by the
+  // encoder, read by the decoder); the unscaled fp8 passes nullptr.
+  void (*encodeFp8)(const float* src, std::size_t n, std::uint8_t* exps, std::uint8_t* dst);
+  void (*encodeE4m3)(const float* src, std::size_t n, std::uint8_t* exps, std::uint8_t* dst);
+  void (*decodeFp8)(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* dst);
+  void (*decodeE4m3)(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* dst);
+  void (*decodeAddFp8)(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* acc);
+  void (*decodeAddE4m3)(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* acc);
+
+  // Table-N: codes of `bits` bits against the K-1 midpoints; returns whether any element was NaN/Inf.
+  bool (*encodeTable)(const float* src, std::size_t n, unsigned bits, const float* mids, std::uint8_t* dst);
+  // signedTable[code] is the value of code (2K entries: sign bit on top of the index).
+  void (*decodeTable)(const std::uint8_t* src, std::size_t n, unsigned bits, const float* signedTable,
+                      float* dst);
+  void (*decodeAddTable)(const std::uint8_t* src, std::size_t n, unsigned bits, const float* signedTable,
+                         float* acc);
+};
+
+// The fastest variant this CPU supports, unless ADAPREC_CPU_ISA=generic forces the baseline.
+const HostKernels& hostKernels();
+const HostKernels& genericHostKernels();
+// nullptr when this CPU (or build) lacks x86-64-v3.
+const HostKernels* avx2HostKernels();
+
+}  // namespace adaprec::codec
