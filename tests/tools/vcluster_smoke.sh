@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Smoke test of tools/vcluster: 2 emulated nodes on a 16 Mbit/s link run vcluster_check, which checks
+# that MPI sees 2 distinct hosts, that an MPI_Allreduce is exact, and that a 2 MiB send between the
+# nodes does not outrun the shaper. Skipped (exit 77) where network namespaces cannot be made.
+# Usage: vcluster_smoke.sh VCLUSTER CHECK_PROGRAM
+set -uo pipefail
+vcluster="$1"
+check="$2"
+skip() { echo "SKIP vcluster smoke test: $*"; exit 77; }
+
+[[ $EUID -eq 0 ]] || skip "needs root for network namespaces (running as uid $EUID)"
+for tool in ip tc unshare mpirun; do
+  command -v "$tool" >/dev/null || skip "$tool not found"
+done
+probe="adaprec-vct-probe-$$"
+ip netns add "$probe" 2>/dev/null || skip "'ip netns add' is not permitted here"
+ip -n "$probe" link add br0 type bridge 2>/dev/null
+bridgeOk=$?
+ip netns del "$probe"
+((bridgeOk == 0)) || skip "cannot create a bridge inside a network namespace"
+
+# Own prefix per run: never collides with a user's cluster or a concurrent test.
+export ADAPREC_VCLUSTER_PREFIX="adaprec-vct-$$"
+rateBits=16000000
+output="$("$vcluster" run --nodes 2 --ranks-per-node 1 --rate 16mbit --timeout 60 -- \
+  "$check" --nodes 2 --ranks-per-node 1 --count 1000 --bandwidth-bytes 2097152 --rate-bits "$rateBits" 2>&1)"
+rc=$?
+echo "$output"
+left="$(ip netns list | grep -c "^${ADAPREC_VCLUSTER_PREFIX}-" || true)"
+if ((left != 0)); then
+  echo "FAIL: $left namespace(s) with prefix ${ADAPREC_VCLUSTER_PREFIX} left after the run"
+  exit 1
+fi
+((rc == 0)) || { echo "FAIL: vcluster run exited with $rc"; exit 1; }
+grep -q 'vcluster_check: PASS' <<<"$output" || { echo "FAIL: no PASS verdict from vcluster_check"; exit 1; }
+echo "PASS"
