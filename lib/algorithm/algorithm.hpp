@@ -1,0 +1,76 @@
+// What every allreduce algorithm gets: a transport, a wire format, optional error-feedback residuals,
+// the stats record to fill and the pipelining segment size. Algorithms are stateless functions that
+// reduce `buf` in place; the Communicator does agreement checks, copies, averaging and selection.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "adaprec/communicator.hpp"
+#include "adaprec/format.hpp"
+#include "adaprec/transport.hpp"
+
+namespace adaprec::detail {
+
+// Error-feedback state of one tensor key on one rank. Slot s holds one float per element position:
+// the error of the last quantization this rank made in "encode step" s of the algorithm at that
+// position (algorithms that encode a position at most once per call use slot 0 only).
+class Residuals {
+ public:
+  // Zero-filled on first use; `count` must stay the same for a key (the Communicator resets it).
+  float* slot(std::size_t index, std::size_t count);
+  void clear() { slots_.clear(); }
+
+ private:
+  std::vector<std::vector<float>> slots_;
+};
+
+// Node layout, created once per Communicator (collectively) for the hierarchical algorithm.
+struct Hierarchy {
+  std::unique_ptr<Transport> intra;    // ranks of my node; local rank 0 is the leader
+  std::unique_ptr<Transport> leaders;  // one rank per node (only meaningful on leaders)
+};
+
+struct AlgorithmContext {
+  Transport& transport;
+  Format format;
+  Residuals* residuals;  // null without error feedback
+  AllreduceStats& stats;
+  std::size_t segmentCount;        // elements per pipelined segment
+  Hierarchy* hierarchy = nullptr;  // set for kHierarchical
+  Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what the leaders run
+};
+
+// Default elements per segment: large enough that per-message costs vanish, small enough that
+// encoding one segment overlaps the transfer of the previous one.
+inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;
+
+void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
+void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
+void rabenseifnerAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
+void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
+void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
+void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
+// Dispatches on a concrete (non-auto) algorithm.
+void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count);
+
+// Whether the native algorithm can carry this format (fp32, bf16, fp16).
+bool nativeSupports(Format format);
+
+// The auto rule (docs/algorithms.md). ranks = communicator size, nodes = distinct node ids,
+// maxRanksPerNode = ranks on the fullest node.
+Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes, int maxRanksPerNode);
+// Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native.
+inline constexpr std::size_t kAutoCompressMinBytes = std::size_t{256} << 10;
+
+// Message tags of the algorithms (all < kMaxAlgorithmTag).
+inline constexpr int kTagReduceScatter = 1;
+inline constexpr int kTagAllgather = 2;
+inline constexpr int kTagPreStep = 3;
+inline constexpr int kTagPostStep = 4;
+inline constexpr int kTagExchange = 5;
+inline constexpr int kTagIntraReduce = 6;
+inline constexpr int kTagIntraBcast = 7;
+
+}  // namespace adaprec::detail

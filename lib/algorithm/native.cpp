@@ -1,0 +1,39 @@
+// native: the transport's own uncompressed allreduce (MPI_Allreduce under MPI), the fp32 baseline.
+// For bf16/fp16 the values are rounded to 16 bits and summed with a 16-bit user op that adds in fp32
+// and rounds after every addition (ChainerMN's fp16 allreduce); other formats are not supported.
+// Bytes: whatever the transport's algorithm sends; stats report the bandwidth-optimal
+// 2 (p-1)/p * elementBytes * count. Quantizations per value (16-bit): up to p (one per addition the
+// transport performs, plus the initial rounding); fp32: none beyond fp32 summation rounding.
+#include <vector>
+
+#include "adaprec/error.hpp"
+#include "algorithm/algorithm.hpp"
+#include "transport/half_convert.hpp"
+
+namespace adaprec::detail {
+
+bool nativeSupports(Format format) {
+  return format == Format::kFp32 || format == Format::kBf16 || format == Format::kFp16;
+}
+
+void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
+  ADAPREC_CHECK(nativeSupports(ctx.format), ErrorCode::kUnsupported,
+                "algorithm native carries fp32, bf16 or fp16, not " << formatName(ctx.format));
+  const int p = ctx.transport.size();
+  if (p == 1 || count == 0) return;
+  const std::size_t elementBytes = ctx.format == Format::kFp32 ? 4 : 2;
+  const std::size_t moved = 2 * static_cast<std::size_t>(p - 1) * count / static_cast<std::size_t>(p);
+  ctx.stats.wireBytes += moved * elementBytes;
+  ctx.stats.fp32Bytes += moved * sizeof(float);
+  if (ctx.format == Format::kFp32) {
+    ctx.transport.nativeAllreduce(buf, count, NativeType::kFp32);
+    return;
+  }
+  const bool bf16 = ctx.format == Format::kBf16;
+  std::vector<std::uint16_t> half(count);
+  for (std::size_t i = 0; i < count; ++i) half[i] = bf16 ? floatToBf16(buf[i]) : floatToFp16(buf[i]);
+  ctx.transport.nativeAllreduce(half.data(), count, bf16 ? NativeType::kBf16 : NativeType::kFp16);
+  for (std::size_t i = 0; i < count; ++i) buf[i] = bf16 ? bf16ToFloat(half[i]) : fp16ToFloat(half[i]);
+}
+
+}  // namespace adaprec::detail

@@ -1,0 +1,94 @@
+#include "algorithm/steps.hpp"
+
+#include <chrono>
+#include <cstring>
+
+#include "adaprec/codec.hpp"
+#include "adaprec/error.hpp"
+
+namespace adaprec::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t bytes,
+                   std::size_t slot, std::size_t position, std::size_t total) {
+  const Clock::time_point start = Clock::now();
+  // A lossless format has no quantization error, so its residual stays zero and is skipped.
+  if (ctx_.residuals == nullptr || isLossless(ctx_.format)) {
+    adaprec::encode(ctx_.format, src, n, dst, bytes);
+    ctx_.stats.encodeSeconds += since(start);
+    return;
+  }
+  float* residual = ctx_.residuals->slot(slot, total) + position;
+  withResidual_.resize(n);
+  decoded_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) withResidual_[i] = src[i] + residual[i];
+  adaprec::encode(ctx_.format, withResidual_.data(), n, dst, bytes);
+  adaprec::decode(ctx_.format, dst, bytes, decoded_.data(), n);
+  for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual_[i] - decoded_[i];
+  ctx_.stats.encodeSeconds += since(start);
+}
+
+void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::size_t bytes,
+                              std::size_t slot, std::size_t position, std::size_t total) {
+  encode(data, n, dst, bytes, slot, position, total);
+  if (isLossless(ctx_.format)) return;  // decode(encode(x)) == x
+  const Clock::time_point start = Clock::now();
+  adaprec::decode(ctx_.format, dst, bytes, data, n);
+  ctx_.stats.decodeSeconds += since(start);
+}
+
+void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::size_t n) {
+  const Clock::time_point start = Clock::now();
+  adaprec::decode(ctx_.format, src, bytes, dst, n);
+  ctx_.stats.decodeSeconds += since(start);
+}
+
+void Steps::decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::size_t n) {
+  const Clock::time_point start = Clock::now();
+  adaprec::decodeAdd(ctx_.format, src, bytes, acc, n);
+  ctx_.stats.decodeSeconds += since(start);
+}
+
+RequestPtr Steps::send(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag) {
+  ctx_.stats.wireBytes += bytes;
+  ctx_.stats.fp32Bytes += n * sizeof(float);
+  return ctx_.transport.isend(peer, data, bytes, tag);
+}
+
+RequestPtr Steps::sendFloats(int peer, const float* data, std::size_t n, int tag) {
+  ctx_.stats.wireBytes += n * sizeof(float);
+  ctx_.stats.fp32Bytes += n * sizeof(float);
+  return ctx_.transport.isend(peer, data, n * sizeof(float), tag);
+}
+
+RequestPtr Steps::recv(int peer, void* data, std::size_t bytes, int tag) {
+  return ctx_.transport.irecv(peer, data, bytes, tag);
+}
+
+void Steps::waitRecv(Request& request, std::size_t expectedBytes) {
+  const Clock::time_point start = Clock::now();
+  const std::size_t got = request.wait();
+  ctx_.stats.transferSeconds += since(start);
+  ADAPREC_CHECK(got == expectedBytes, ErrorCode::kMismatch,
+                "received " << got << " bytes where " << expectedBytes
+                            << " were expected: ranks disagree on count or format");
+}
+
+void Steps::waitAll(std::vector<RequestPtr>& requests) {
+  const Clock::time_point start = Clock::now();
+  for (RequestPtr& r : requests) {
+    if (r) r->wait();
+  }
+  requests.clear();
+  ctx_.stats.transferSeconds += since(start);
+}
+
+}  // namespace adaprec::detail

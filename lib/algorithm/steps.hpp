@@ -1,0 +1,45 @@
+// The timed building blocks every compressed algorithm is made of: encode (with error feedback),
+// decode, decodeAdd, send, receive and wait. They fill AllreduceStats so the split between codec time
+// and transfer time is measured the same way for every algorithm.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "algorithm/algorithm.hpp"
+
+namespace adaprec::detail {
+
+class Steps {
+ public:
+  explicit Steps(AlgorithmContext& ctx) : ctx_(ctx) {}
+
+  // Encodes src[0..n) into dst (exactly `bytes` = encodedBytes(format, n)). With error feedback the
+  // residual of slot `slot` at element positions [position, position + n) of a `total`-element tensor
+  // is added first and replaced by the new quantization error.
+  void encode(const float* src, std::size_t n, std::byte* dst, std::size_t bytes, std::size_t slot,
+              std::size_t position, std::size_t total);
+  // encode(), then data[0..n) = decode(dst): the sender keeps exactly what every receiver gets.
+  void encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::size_t bytes,
+                         std::size_t slot, std::size_t position, std::size_t total);
+  void decode(const std::byte* src, std::size_t bytes, float* dst, std::size_t n);
+  void decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::size_t n);
+
+  // Posts a send of `bytes` encoding n elements (counted as wire bytes and as 4n fp32 bytes).
+  RequestPtr send(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag);
+  // Same, for data that is plain fp32 on the wire.
+  RequestPtr sendFloats(int peer, const float* data, std::size_t n, int tag);
+  RequestPtr recv(int peer, void* data, std::size_t bytes, int tag);
+  // Waits for a receive and checks that exactly `expectedBytes` arrived (else Error(kMismatch)).
+  void waitRecv(Request& request, std::size_t expectedBytes);
+  void waitAll(std::vector<RequestPtr>& requests);
+
+  Format format() const { return ctx_.format; }
+
+ private:
+  AlgorithmContext& ctx_;
+  std::vector<float> withResidual_;
+  std::vector<float> decoded_;
+};
+
+}  // namespace adaprec::detail

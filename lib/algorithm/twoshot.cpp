@@ -1,0 +1,94 @@
+// twoshot: direct reduce-scatter + direct allgather ("two-shot" allreduce).
+//
+// p ranks, p chunks; rank r owns chunk r.
+//   reduce-scatter: rank r encodes chunk j of its own data for every peer j != r and sends it there;
+//     it receives every peer's encoding of chunk r and decodeAdds them, in the fixed order r+1, r+2, ...
+//     (mod p), onto its own fp32 values (its own contribution is never quantized).
+//   The owner encodes the fp32 sum once and keeps the decoded value (bit-identical results).
+//   allgather: the owner sends that encoding to every peer; each rank decodes every chunk it receives.
+// Segments of a chunk are processed as they arrive, so decoding overlaps the remaining transfers.
+// Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index.
+// Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
+// the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
+#include <vector>
+
+#include "algorithm/algorithm.hpp"
+#include "algorithm/layout.hpp"
+#include "algorithm/steps.hpp"
+
+namespace adaprec::detail {
+
+void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
+  const int p = ctx.transport.size();
+  const int r = ctx.transport.rank();
+  if (p == 1 || count == 0) return;
+  const Layout layout(ctx.format, count, p, ctx.segmentCount);
+  Steps steps(ctx);
+  const std::size_t mine = layout.segments(r);
+  const std::size_t myBytes = layout.chunksBytes(r, r + 1);
+
+  std::vector<std::byte> sendStage(layout.totalBytes());       // chunk j: my encoding for owner j
+  std::vector<std::byte> reduceStage(myBytes * (p - 1));        // peer i's encoding of chunk r
+  std::vector<std::byte> gatherStage(layout.totalBytes());      // owner j's final encoding of chunk j
+  std::vector<RequestPtr> sends;
+  std::vector<std::vector<RequestPtr>> reduceRecvs(p);
+  std::vector<std::vector<RequestPtr>> gatherRecvs(p);
+
+  auto reduceSlot = [&](int peer) {  // where peer's encoding of chunk r lands
+    return reduceStage.data() + myBytes * static_cast<std::size_t>((peer - r - 1 + p) % p);
+  };
+  for (int d = 1; d < p; ++d) {
+    const int peer = (r + d) % p;
+    for (std::size_t k = 0; k < mine; ++k)
+      reduceRecvs[peer].push_back(steps.recv(
+          peer, reduceSlot(peer) + layout.segmentByteOffset(r, k) - layout.chunkByteOffset(r),
+          layout.segmentBytes(r, k), kTagReduceScatter));
+    for (std::size_t k = 0; k < layout.segments(peer); ++k)
+      gatherRecvs[peer].push_back(steps.recv(
+          peer, gatherStage.data() + layout.segmentByteOffset(peer, k),
+          layout.segmentBytes(peer, k), kTagAllgather));
+  }
+
+  // Reduce-scatter: send my encoding of every other chunk to its owner, nearest owners first.
+  for (int d = 1; d < p; ++d) {
+    const int owner = (r + d) % p;
+    for (std::size_t k = 0; k < layout.segments(owner); ++k) {
+      std::byte* dst = sendStage.data() + layout.segmentByteOffset(owner, k);
+      const std::size_t n = layout.segmentCount(owner, k);
+      const std::size_t bytes = layout.segmentBytes(owner, k);
+      steps.encode(buf + layout.segmentOffset(owner, k), n, dst, bytes, 0,
+                   layout.segmentOffset(owner, k), count);
+      sends.push_back(steps.send(owner, dst, bytes, n, kTagReduceScatter));
+    }
+  }
+
+  // Sum chunk r segment by segment, then encode it once and send it to everyone.
+  for (std::size_t k = 0; k < mine; ++k) {
+    const std::size_t n = layout.segmentCount(r, k);
+    const std::size_t bytes = layout.segmentBytes(r, k);
+    float* acc = buf + layout.segmentOffset(r, k);
+    for (int d = 1; d < p; ++d) {
+      const int peer = (r + d) % p;
+      steps.waitRecv(*reduceRecvs[peer][k], bytes);
+      steps.decodeAdd(reduceSlot(peer) + layout.segmentByteOffset(r, k) - layout.chunkByteOffset(r),
+                      bytes, acc, n);
+    }
+    std::byte* dst = sendStage.data() + layout.segmentByteOffset(r, k);
+    steps.encodeKeepDecoded(acc, n, dst, bytes, 0, layout.segmentOffset(r, k), count);
+    for (int d = 1; d < p; ++d) sends.push_back(steps.send((r + d) % p, dst, bytes, n, kTagAllgather));
+  }
+
+  // Allgather: decode every other owner's chunk, in a fixed order.
+  for (int d = p - 1; d >= 1; --d) {
+    const int owner = (r + d) % p;
+    for (std::size_t k = 0; k < layout.segments(owner); ++k) {
+      const std::size_t bytes = layout.segmentBytes(owner, k);
+      steps.waitRecv(*gatherRecvs[owner][k], bytes);
+      steps.decode(gatherStage.data() + layout.segmentByteOffset(owner, k), bytes,
+                   buf + layout.segmentOffset(owner, k), layout.segmentCount(owner, k));
+    }
+  }
+  steps.waitAll(sends);
+}
+
+}  // namespace adaprec::detail

@@ -1,0 +1,266 @@
+// Communicator: agreement check, in-place/out-of-place handling, algorithm selection, error-feedback
+// state per key, averaging and stats around the stateless algorithms of lib/algorithm.
+#include "adaprec/communicator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "adaprec/codec.hpp"
+#include "adaprec/error.hpp"
+#include "algorithm/algorithm.hpp"
+
+namespace adaprec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::size_t segmentCountFromEnvironment() {
+  // Testing knob: small segments exercise the pipelined paths with small buffers.
+  const char* text = std::getenv("ADAPREC_SEGMENT_COUNT");
+  if (text == nullptr || *text == '\0') return detail::kDefaultSegmentCount;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  ADAPREC_CHECK_ARG(end != text && *end == '\0' && value >= 1,
+                    "ADAPREC_SEGMENT_COUNT='" << text << "' is invalid; valid values: an integer >= 1");
+  return static_cast<std::size_t>(value);
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+}  // namespace
+
+struct Communicator::Impl {
+  struct Feedback {
+    std::size_t count = 0;
+    Algorithm algorithm = Algorithm::kAuto;
+    detail::Residuals residuals;
+  };
+
+  std::shared_ptr<Transport> transport;
+  int nodes = 1;
+  int maxRanksPerNode = 1;
+  std::size_t segmentCount = detail::kDefaultSegmentCount;
+  std::unique_ptr<detail::Hierarchy> hierarchy;
+  std::map<std::string, Feedback, std::less<>> feedback;
+  std::map<std::size_t, Format> fastestByCount;
+  AllreduceStats totals;
+
+  detail::Hierarchy& ensureHierarchy() {
+    if (!hierarchy) {
+      // Collective: every rank resolves kHierarchical for the same call.
+      auto h = std::make_unique<detail::Hierarchy>();
+      const int r = transport->rank();
+      h->intra = transport->split(transport->nodeId(), r);
+      h->leaders = transport->split(h->intra->rank() == 0 ? 0 : 1, r);
+      hierarchy = std::move(h);
+    }
+    return *hierarchy;
+  }
+
+  // All ranks must agree on everything that shapes the message schedule; a mismatch becomes
+  // Error(kMismatch) on every rank before any data moves.
+  void checkAgreement(std::size_t count, Format format, Algorithm algorithm, bool average,
+                      bool errorFeedback) {
+    std::uint64_t signature = mix(mix(mix(mix(mix(0, count), static_cast<std::uint64_t>(format)),
+                                          static_cast<std::uint64_t>(algorithm)),
+                                      average),
+                                  errorFeedback);
+    std::uint64_t values[2] = {signature, ~signature};
+    transport->allreduceMax(values, 2);
+    ADAPREC_CHECK(values[0] == signature && values[1] == ~signature, ErrorCode::kMismatch,
+                  "ranks disagree on the allreduce (this rank: count=" << count << " format="
+                      << formatName(format) << " algorithm=" << algorithmName(algorithm)
+                      << " average=" << average << " errorFeedback=" << errorFeedback << ")");
+  }
+};
+
+Communicator::Communicator(std::shared_ptr<Transport> transport) : impl_(std::make_unique<Impl>()) {
+  ADAPREC_CHECK_ARG(transport != nullptr, "Communicator needs a transport");
+  impl_->transport = std::move(transport);
+  impl_->segmentCount = segmentCountFromEnvironment();
+  impl_->totals.calls = 0;
+  // Node layout (collective): node id + 1 of every rank, gathered with an element-wise max.
+  const int p = impl_->transport->size();
+  std::vector<std::uint64_t> ids(static_cast<std::size_t>(p), 0);
+  ids[static_cast<std::size_t>(impl_->transport->rank())] =
+      static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
+  impl_->transport->allreduceMax(ids.data(), ids.size());
+  std::map<std::uint64_t, int> perNode;
+  for (std::uint64_t id : ids) ++perNode[id];
+  impl_->nodes = static_cast<int>(perNode.size());
+  for (const auto& [id, n] : perNode) impl_->maxRanksPerNode = std::max(impl_->maxRanksPerNode, n);
+}
+
+Communicator::~Communicator() = default;
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+int Communicator::rank() const { return impl_->transport->rank(); }
+int Communicator::size() const { return impl_->transport->size(); }
+Transport& Communicator::transport() { return *impl_->transport; }
+const AllreduceStats& Communicator::totals() const { return impl_->totals; }
+
+void Communicator::resetErrorFeedback() { impl_->feedback.clear(); }
+
+void Communicator::resetErrorFeedback(std::string_view key) {
+  auto it = impl_->feedback.find(key);
+  if (it != impl_->feedback.end()) impl_->feedback.erase(it);
+}
+
+std::vector<Format> Communicator::fastestCandidates() {
+  const std::span<const Format> all = allFormats();
+  return std::vector<Format>(all.begin(), all.end());
+}
+
+Algorithm Communicator::resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const {
+  if (requested != Algorithm::kAuto) return requested;
+  return detail::chooseAlgorithm(format, count, size(), impl_->nodes, impl_->maxRanksPerNode);
+}
+
+AllreduceStats Communicator::allreduce(float* buf, std::size_t count,
+                                       const AllreduceOptions& options) {
+  return allreduce(buf, buf, count, options);
+}
+
+AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size_t count,
+                                       const AllreduceOptions& options) {
+  const Clock::time_point start = Clock::now();
+  ADAPREC_CHECK_ARG(options.format.selection != Selection::kAdaptive,
+                    "format 'adaptive' is chosen by the trainer's controller, not by allreduce");
+  ADAPREC_CHECK_ARG(count == 0 || (send != nullptr && recv != nullptr), "null buffer for " << count
+                                                                              << " elements");
+  ADAPREC_CHECK_ARG(!options.format.errorFeedback || !options.key.empty(),
+                    "error feedback (+ef) needs AllreduceOptions::key to name the tensor");
+  Format format = options.format.format;
+  if (options.format.selection == Selection::kFastest) {
+    auto it = impl_->fastestByCount.find(count);
+    if (it == impl_->fastestByCount.end()) {
+      const std::vector<Format> candidates = fastestCandidates();
+      const std::size_t counts[1] = {count};
+      FastestOptions fastest;
+      fastest.algorithm = options.algorithm;
+      const LayerChoice choice = chooseFastest(counts, candidates, fastest).front();
+      it = impl_->fastestByCount.emplace(count, choice.format).first;
+    }
+    format = it->second;
+  }
+  Algorithm algorithm = resolveAlgorithm(options.algorithm, format, count);
+  if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto &&
+      !detail::nativeSupports(format)) {
+    format = Format::kFp32;  // auto fell back to uncompressed: compression cannot pay here
+  }
+  ADAPREC_CHECK(algorithm != Algorithm::kNative || detail::nativeSupports(format),
+                ErrorCode::kUnsupported,
+                "algorithm native carries fp32, bf16 or fp16, not " << formatName(format));
+  const bool feedback = options.format.errorFeedback && !isLossless(format);
+
+  // The native path keeps MPI's own cost and semantics (no extra round trip for tiny messages).
+  if (algorithm != Algorithm::kNative)
+    impl_->checkAgreement(count, format, options.algorithm, options.average, options.format.errorFeedback);
+
+  if (send != recv && count != 0) std::memmove(recv, send, count * sizeof(float));
+
+  AllreduceStats stats;
+  stats.algorithm = algorithm;
+  stats.format = format;
+  stats.count = count;
+  detail::Residuals* residuals = nullptr;
+  if (feedback) {
+    auto it = impl_->feedback.find(options.key);
+    if (it == impl_->feedback.end()) it = impl_->feedback.emplace(options.key, Impl::Feedback{}).first;
+    Impl::Feedback& state = it->second;
+    if (state.count != count || state.algorithm != algorithm) {
+      state.residuals.clear();
+      state.count = count;
+      state.algorithm = algorithm;
+    }
+    residuals = &state.residuals;
+  }
+  detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount};
+  if (algorithm == Algorithm::kHierarchical) {
+    ctx.hierarchy = &impl_->ensureHierarchy();
+    const int leaders = impl_->nodes;
+    ctx.innerAlgorithm = format == Format::kFp32 ? Algorithm::kNative
+                         : leaders <= 8          ? Algorithm::kTwoShot
+                                                 : Algorithm::kRabenseifner;
+  }
+  detail::runAlgorithm(algorithm, ctx, recv, count);
+
+  if (options.average && size() > 1) {
+    const float ranks = static_cast<float>(size());
+    for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
+  }
+  stats.totalSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  impl_->totals += stats;
+  return stats;
+}
+
+std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t> layerCounts,
+                                                     std::span<const Format> candidates,
+                                                     const FastestOptions& options) {
+  ADAPREC_CHECK_ARG(!candidates.empty(), "chooseFastest needs at least one candidate format");
+  ADAPREC_CHECK_ARG(options.repetitions >= 1 && options.warmup >= 0,
+                    "chooseFastest: repetitions " << options.repetitions << " must be >= 1, warmup "
+                                                  << options.warmup << " >= 0");
+  const AllreduceStats savedTotals = impl_->totals;
+  std::map<std::size_t, LayerChoice> measured;
+  std::vector<float> scratch;
+  for (std::size_t count : layerCounts) {
+    if (measured.count(count) != 0) continue;
+    LayerChoice choice;
+    choice.count = count;
+    scratch.resize(count);
+    double best = 0;
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      AllreduceOptions opt;
+      opt.format.format = candidates[c];
+      opt.algorithm = options.algorithm;
+      // Gradient-like data, different per rank, refilled before every run so sums never overflow.
+      auto fill = [&] {
+        std::uint32_t state = 0x9e3779b9u ^ static_cast<std::uint32_t>(rank() * 7919 + 1);
+        for (float& v : scratch) {
+          state = state * 1664525u + 1013904223u;
+          v = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.01f;
+        }
+      };
+      for (int w = 0; w < options.warmup; ++w) {
+        fill();
+        allreduce(scratch.data(), count, opt);
+      }
+      std::vector<std::uint64_t> nanos(static_cast<std::size_t>(options.repetitions));
+      for (int rep = 0; rep < options.repetitions; ++rep) {
+        fill();
+        const AllreduceStats s = allreduce(scratch.data(), count, opt);
+        nanos[static_cast<std::size_t>(rep)] = static_cast<std::uint64_t>(s.totalSeconds * 1e9);
+      }
+      // Every rank must decide the same: use the slowest rank's time of each repetition.
+      impl_->transport->allreduceMax(nanos.data(), nanos.size());
+      std::sort(nanos.begin(), nanos.end());
+      const double seconds = static_cast<double>(nanos[nanos.size() / 2]) * 1e-9;
+      choice.candidateSeconds.push_back(seconds);
+      if (c == 0 || seconds < best) {
+        best = seconds;
+        choice.format = candidates[c];
+      }
+    }
+    choice.seconds = best;
+    choice.algorithm = resolveAlgorithm(options.algorithm, choice.format, count);
+    measured.emplace(count, choice);
+  }
+  impl_->totals = savedTotals;
+  std::vector<LayerChoice> result;
+  result.reserve(layerCounts.size());
+  for (std::size_t count : layerCounts) result.push_back(measured.at(count));
+  return result;
+}
+
+}  // namespace adaprec

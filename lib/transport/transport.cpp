@@ -1,0 +1,110 @@
+// Transport's default collectives, built only on isend/irecv so every transport has them.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "adaprec/error.hpp"
+#include "adaprec/transport.hpp"
+#include "transport/half_convert.hpp"
+#include "transport/internal_tags.hpp"
+
+namespace adaprec {
+
+std::size_t Transport::sendRecv(int sendPeer, const void* sendData, std::size_t sendBytes,
+                                int recvPeer, void* recvData, std::size_t recvCapacityBytes,
+                                int tag) {
+  RequestPtr recv = irecv(recvPeer, recvData, recvCapacityBytes, tag);
+  RequestPtr send = isend(sendPeer, sendData, sendBytes, tag);
+  send->wait();
+  return recv->wait();
+}
+
+// Dissemination: in round k every rank sends what it has to rank+2^k and merges what rank-2^k sent.
+// After ceil(log2 p) rounds each rank has seen every value; max is idempotent, so duplicates are fine.
+void Transport::allreduceMax(std::uint64_t* values, std::size_t count) {
+  const int p = size();
+  const int r = rank();
+  if (p == 1 || count == 0) return;
+  std::vector<std::uint64_t> outgoing(count);
+  std::vector<std::uint64_t> incoming(count);
+  for (int distance = 1; distance < p; distance *= 2) {
+    std::copy(values, values + count, outgoing.begin());
+    const std::size_t got =
+        sendRecv((r + distance) % p, outgoing.data(), count * sizeof(std::uint64_t),
+                 (r - distance + p) % p, incoming.data(), count * sizeof(std::uint64_t),
+                 detail::kTagAllreduceMax);
+    ADAPREC_CHECK(got == count * sizeof(std::uint64_t), ErrorCode::kMismatch,
+                  "allreduceMax: peer sent " << got << " bytes, expected " << count * 8);
+    for (std::size_t i = 0; i < count; ++i) values[i] = std::max(values[i], incoming[i]);
+  }
+}
+
+namespace {
+
+std::size_t nativeElementBytes(NativeType type) { return type == NativeType::kFp32 ? 4 : 2; }
+
+// acc[i] = acc[i] + in[i] with the native type's rounding.
+void nativeAdd(NativeType type, void* acc, const void* in, std::size_t count) {
+  if (type == NativeType::kFp32) {
+    float* a = static_cast<float*>(acc);
+    const float* b = static_cast<const float*>(in);
+    for (std::size_t i = 0; i < count; ++i) a[i] += b[i];
+    return;
+  }
+  std::uint16_t* a = static_cast<std::uint16_t*>(acc);
+  const std::uint16_t* b = static_cast<const std::uint16_t*>(in);
+  if (type == NativeType::kBf16) {
+    for (std::size_t i = 0; i < count; ++i)
+      a[i] = detail::floatToBf16(detail::bf16ToFloat(a[i]) + detail::bf16ToFloat(b[i]));
+  } else {
+    for (std::size_t i = 0; i < count; ++i)
+      a[i] = detail::floatToFp16(detail::fp16ToFloat(a[i]) + detail::fp16ToFloat(b[i]));
+  }
+}
+
+}  // namespace
+
+// Gather to rank 0, sum in rank order (one rounding per addition), broadcast: simple and
+// bit-identical; transports with a real native collective override it.
+void Transport::nativeAllreduce(void* recv, std::size_t count, NativeType type) {
+  const int p = size();
+  if (p == 1 || count == 0) return;
+  const std::size_t bytes = count * nativeElementBytes(type);
+  if (rank() == 0) {
+    std::vector<std::byte> incoming(bytes);
+    for (int peer = 1; peer < p; ++peer) {
+      const std::size_t got =
+          irecv(peer, incoming.data(), bytes, detail::kTagNativeGather)->wait();
+      ADAPREC_CHECK(got == bytes, ErrorCode::kMismatch,
+                    "native allreduce: rank " << peer << " sent " << got << " bytes, rank 0 expected "
+                                              << bytes);
+      nativeAdd(type, recv, incoming.data(), count);
+    }
+    std::vector<RequestPtr> sends;
+    for (int peer = 1; peer < p; ++peer)
+      sends.push_back(isend(peer, recv, bytes, detail::kTagNativeBcast));
+    for (RequestPtr& s : sends) s->wait();
+  } else {
+    isend(0, recv, bytes, detail::kTagNativeGather)->wait();
+    const std::size_t got = irecv(0, recv, bytes, detail::kTagNativeBcast)->wait();
+    ADAPREC_CHECK(got == bytes, ErrorCode::kMismatch,
+                  "native allreduce: rank 0 sent " << got << " bytes, expected " << bytes);
+  }
+}
+
+namespace detail {
+
+int ranksPerNodeOverride() {
+  const char* text = std::getenv("ADAPREC_RANKS_PER_NODE");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  ADAPREC_CHECK_ARG(end != text && *end == '\0' && value > 0 && value < (1L << 30),
+                    "ADAPREC_RANKS_PER_NODE='" << text << "' is invalid; valid values: a positive integer");
+  return static_cast<int>(value);
+}
+
+}  // namespace detail
+}  // namespace adaprec
