@@ -1,0 +1,252 @@
+#include "checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::trainer {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'D', 'A', 'P', 'R', 'C', 'K', 'P'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::size_t kHeaderBytes = 8 + 4 + 8;
+
+class Writer {
+ public:
+  void u32(std::uint32_t v) { raw(&v, 4); }
+  void u64(std::uint64_t v) { raw(&v, 8); }
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+  // A named section: name, u64 length, bytes.
+  void section(const std::string& name, const void* p, std::size_t n) {
+    u32(static_cast<std::uint32_t>(name.size()));
+    raw(name.data(), name.size());
+    u64(n);
+    raw(p, n);
+  }
+  std::vector<std::uint8_t> bytes;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const std::uint8_t> b, const std::string& origin) : b_(b), origin_(origin) {}
+  void raw(void* p, std::size_t n) {
+    ADAPREC_CHECK(n <= b_.size() - at_, ErrorCode::kMalformedInput,
+                  "checkpoint " << origin_ << " is truncated: needs " << n << " bytes at offset " << at_ << " of "
+                                << b_.size());
+    std::memcpy(p, b_.data() + at_, n);
+    at_ += n;
+  }
+  std::uint32_t u32() { std::uint32_t v; raw(&v, 4); return v; }
+  std::uint64_t u64() { std::uint64_t v; raw(&v, 8); return v; }
+  // Reads the next section, which must be called `name`.
+  std::vector<std::uint8_t> section(const std::string& name) {
+    std::uint32_t len = u32();
+    ADAPREC_CHECK(len <= 64, ErrorCode::kMalformedInput, "checkpoint " << origin_ << ": bad section name length");
+    std::string got(len, '\0');
+    raw(got.data(), len);
+    ADAPREC_CHECK(got == name, ErrorCode::kMalformedInput,
+                  "checkpoint " << origin_ << ": expected section '" << name << "', found '" << got << "'");
+    std::uint64_t n = u64();
+    ADAPREC_CHECK(n <= b_.size() - at_, ErrorCode::kMalformedInput,
+                  "checkpoint " << origin_ << " is truncated in section '" << name << "'");
+    std::vector<std::uint8_t> out(b_.begin() + static_cast<std::ptrdiff_t>(at_),
+                                  b_.begin() + static_cast<std::ptrdiff_t>(at_ + n));
+    at_ += n;
+    return out;
+  }
+  bool done() const { return at_ == b_.size(); }
+
+ private:
+  std::span<const std::uint8_t> b_;
+  std::string origin_;
+  std::size_t at_ = 0;
+};
+
+template <typename T>
+std::vector<T> asVector(const std::vector<std::uint8_t>& bytes, const std::string& origin, const char* what) {
+  ADAPREC_CHECK(bytes.size() % sizeof(T) == 0, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << ": section '" << what << "' has " << bytes.size() << " bytes");
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+std::uint32_t crc(std::span<const std::uint8_t> bytes) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    const auto n = static_cast<uInt>(std::min<std::size_t>(bytes.size() - at, 1u << 30));
+    c = crc32(c, bytes.data() + at, n);
+    at += n;
+  }
+  return static_cast<std::uint32_t>(c);
+}
+
+std::vector<std::uint8_t> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ADAPREC_CHECK(in.good(), ErrorCode::kIo, "cannot open checkpoint file " << path);
+  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> serializeSnapshot(const TrainerSnapshot& s) {
+  Writer payload;
+  payload.section("step", &s.step, sizeof s.step);
+  payload.section("fingerprint", s.fingerprint.data(), s.fingerprint.size());
+  payload.section("parameters", s.parameters.data(), s.parameters.size() * sizeof(float));
+  payload.section("velocity", s.velocity.data(), s.velocity.size() * sizeof(float));
+  payload.section("rng", s.rngState.data(), s.rngState.size());
+  payload.section("reducer", s.reducerState.data(), s.reducerState.size());
+  payload.section("controller", s.controllerState.data(), s.controllerState.size());
+  payload.section("counters", s.counters.data(), s.counters.size());
+  Writer file;
+  file.raw(kMagic, sizeof kMagic);
+  file.u32(kVersion);
+  file.u64(payload.bytes.size());
+  file.raw(payload.bytes.data(), payload.bytes.size());
+  file.u32(crc(payload.bytes));
+  return std::move(file.bytes);
+}
+
+TrainerSnapshot deserializeSnapshot(std::span<const std::uint8_t> bytes, const std::string& origin) {
+  ADAPREC_CHECK(bytes.size() >= kHeaderBytes + 4, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " is truncated: " << bytes.size() << " bytes");
+  ADAPREC_CHECK(std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " is not an AdaPrec trainer checkpoint (bad magic)");
+  Reader header(bytes.subspan(0, kHeaderBytes), origin);
+  char magic[8];
+  header.raw(magic, 8);
+  const std::uint32_t version = header.u32();
+  ADAPREC_CHECK(version == kVersion, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " has version " << version << ", this build reads " << kVersion);
+  const std::uint64_t payloadBytes = header.u64();
+  ADAPREC_CHECK(payloadBytes == bytes.size() - kHeaderBytes - 4, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " is truncated or padded: header says " << payloadBytes
+                              << " payload bytes, file holds " << bytes.size() - kHeaderBytes - 4);
+  auto payload = bytes.subspan(kHeaderBytes, payloadBytes);
+  std::uint32_t stored;
+  std::memcpy(&stored, bytes.data() + kHeaderBytes + payloadBytes, 4);
+  ADAPREC_CHECK(stored == crc(payload), ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " is corrupt: CRC-32 mismatch");
+  Reader r(payload, origin);
+  TrainerSnapshot s;
+  auto step = asVector<std::uint64_t>(r.section("step"), origin, "step");
+  ADAPREC_CHECK(step.size() == 1, ErrorCode::kMalformedInput, "checkpoint " << origin << ": bad step section");
+  s.step = step[0];
+  auto fp = r.section("fingerprint");
+  s.fingerprint.assign(fp.begin(), fp.end());
+  s.parameters = asVector<float>(r.section("parameters"), origin, "parameters");
+  s.velocity = asVector<float>(r.section("velocity"), origin, "velocity");
+  auto rng = r.section("rng");
+  s.rngState.assign(rng.begin(), rng.end());
+  s.reducerState = r.section("reducer");
+  s.controllerState = r.section("controller");
+  auto counters = r.section("counters");
+  s.counters.assign(counters.begin(), counters.end());
+  ADAPREC_CHECK(r.done(), ErrorCode::kMalformedInput, "checkpoint " << origin << " has trailing sections");
+  return s;
+}
+
+void writeFileAtomically(const std::string& path, std::span<const std::uint8_t> bytes) {
+  const std::string temp = path + ".tmp";
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ADAPREC_CHECK(fd >= 0, ErrorCode::kIo, "cannot create " << temp << ": " << std::strerror(errno));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ADAPREC_FAIL(ErrorCode::kIo, "cannot write " << temp << ": " << std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  // fsync before rename: otherwise a crash can leave the new name pointing at unwritten blocks.
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  ADAPREC_CHECK(synced, ErrorCode::kIo, "cannot fsync " << temp);
+  ADAPREC_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, ErrorCode::kIo,
+                "cannot rename " << temp << " to " << path << ": " << std::strerror(errno));
+}
+
+TrainerSnapshot readSnapshotFile(const std::string& path) {
+  std::vector<std::uint8_t> bytes = readFile(path);
+  return deserializeSnapshot(bytes, path);
+}
+
+CheckpointDirectory::CheckpointDirectory(std::string dir, MPI_Comm comm) : dir_(std::move(dir)), comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  std::error_code ec;
+  if (rank_ == 0) std::filesystem::create_directories(dir_, ec);
+  int ok = !ec;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, comm_);
+  ADAPREC_CHECK(ok, ErrorCode::kIo, "cannot create checkpoint directory " << dir_);
+}
+
+std::string CheckpointDirectory::rankFile(std::uint64_t step, int rank) const {
+  std::ostringstream os;
+  os << dir_ << "/step-" << std::setw(10) << std::setfill('0') << step << ".rank-" << rank << ".ckpt";
+  return os.str();
+}
+
+void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
+  const std::optional<std::uint64_t> previous = latestStep();
+  // A failure on one rank must reach all of them before anyone waits in a barrier.
+  std::string error;
+  try {
+    writeFileAtomically(rankFile(snapshot.step, rank_), serializeSnapshot(snapshot));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  int failed = !error.empty(), anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm_);
+  ADAPREC_CHECK(!anyFailed, ErrorCode::kIo,
+                "checkpoint at step " << snapshot.step << " failed on some rank" << (failed ? ": " + error : ""));
+  if (rank_ == 0) {
+    std::ostringstream os;
+    os << snapshot.step << " " << size_ << "\n";
+    const std::string text = os.str();
+    writeFileAtomically(dir_ + "/LATEST", std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  }
+  MPI_Barrier(comm_);
+  if (previous && *previous != snapshot.step) std::filesystem::remove(rankFile(*previous, rank_));
+}
+
+std::optional<std::uint64_t> CheckpointDirectory::latestStep() const {
+  std::ifstream in(dir_ + "/LATEST");
+  if (!in.good()) return std::nullopt;
+  std::uint64_t step = 0;
+  int ranks = 0;
+  in >> step >> ranks;
+  ADAPREC_CHECK(!in.fail(), ErrorCode::kMalformedInput, "checkpoint marker " << dir_ << "/LATEST is corrupt");
+  ADAPREC_CHECK(ranks == size_, ErrorCode::kMismatch,
+                "checkpoint in " << dir_ << " was written by " << ranks << " ranks; this run has " << size_);
+  return step;
+}
+
+TrainerSnapshot CheckpointDirectory::loadLatest() const {
+  std::optional<std::uint64_t> step = latestStep();
+  ADAPREC_CHECK(step.has_value(), ErrorCode::kIo, "no checkpoint to resume from in " << dir_ << " (no LATEST file)");
+  const std::string path = rankFile(*step, rank_);
+  TrainerSnapshot s = readSnapshotFile(path);
+  ADAPREC_CHECK(s.step == *step, ErrorCode::kMalformedInput,
+                "checkpoint " << path << " holds step " << s.step << ", LATEST says " << *step);
+  return s;
+}
+
+}  // namespace adaprec::trainer

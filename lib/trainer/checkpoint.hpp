@@ -1,0 +1,58 @@
+// Checkpoints of the trainer. One file per rank and step, written atomically (temp file, fsync,
+// rename), then a LATEST marker written the same way by rank 0 once every rank's file exists; older
+// generations are removed only after that. A rank killed at any moment leaves either the previous
+// complete generation or the new one behind.
+//
+// File layout (little-endian): "ADAPRCKP" magic, u32 version, u64 payload bytes, payload, u32 CRC-32
+// of the payload. The payload is a sequence of length-prefixed named sections (TrainerSnapshot).
+// A truncated or corrupted file fails with Error(kMalformedInput) naming the file and what is wrong.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace adaprec::trainer {
+
+// Everything a bit-identical continuation needs; also used in memory for speculative branches.
+struct TrainerSnapshot {
+  std::uint64_t step = 0;             // optimizer steps done
+  std::string fingerprint;            // model, batch, ranks, seed, data: resume refuses a mismatch
+  std::vector<float> parameters;
+  std::vector<float> velocity;        // momentum buffer
+  std::string rngState;               // std::mt19937_64 text form
+  std::vector<std::uint8_t> reducerState;     // error-feedback residuals (per rank)
+  std::vector<std::uint8_t> controllerState;  // opaque blob owned by the precision controller
+  std::string counters;               // JSON: wall seconds, bytes sent so far, ...
+};
+
+std::vector<std::uint8_t> serializeSnapshot(const TrainerSnapshot& snapshot);
+// `origin` names the source in error messages (a path, "memory").
+TrainerSnapshot deserializeSnapshot(std::span<const std::uint8_t> bytes, const std::string& origin);
+
+// Atomic single-file write / validated read.
+void writeFileAtomically(const std::string& path, std::span<const std::uint8_t> bytes);
+TrainerSnapshot readSnapshotFile(const std::string& path);
+
+class CheckpointDirectory {
+ public:
+  CheckpointDirectory(std::string dir, MPI_Comm comm);
+  // Collective: every rank writes its snapshot for snapshot.step.
+  void save(const TrainerSnapshot& snapshot);
+  // The step LATEST points to, or none when the directory holds no checkpoint yet.
+  std::optional<std::uint64_t> latestStep() const;
+  // This rank's snapshot of the latest generation; throws (kIo / kMalformedInput) naming the file.
+  TrainerSnapshot loadLatest() const;
+  std::string rankFile(std::uint64_t step, int rank) const;
+
+ private:
+  std::string dir_;
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace adaprec::trainer

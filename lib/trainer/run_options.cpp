@@ -1,0 +1,175 @@
+#include "run_options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <sstream>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::trainer {
+
+void addRunOptions(CLI::App& app, RunOptions& o) {
+  TrainerConfig& t = o.trainer;
+  app.add_option("--model", t.model, "Model: mlp (784-512-512-10) or cnn (2 conv + pool stages, then a 1568x512 "
+                                     "fully-connected layer holding ~97% of the parameters, CaffeNet's shape)")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  app.add_option("--epochs", t.epochs, "Epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch", t.batch, "Mini-batch size per rank (global batch = ranks x batch)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr", t.schedule.baseLr, "Learning rate for a global batch of --lr-batch images; the peak "
+                                            "rate is scaled linearly to the real global batch (Goyal et al.)")
+      ->capture_default_str();
+  app.add_option("--lr-batch", t.schedule.referenceBatch,
+                 "Reference global batch of --lr (0: the per-rank --batch, i.e. lr x ranks at peak)")
+      ->capture_default_str();
+  app.add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--weight-decay", t.weightDecay, "L2 weight decay added to the gradient")->capture_default_str();
+  app.add_option("--schedule", t.schedule.kind, std::string("Learning-rate decay: ") + kScheduleKinds)
+      ->check(CLI::IsMember({"const", "step", "poly", "cosine"}))
+      ->capture_default_str();
+  app.add_option("--warmup", t.schedule.warmupEpochs,
+                 "Gradual warmup: epochs over which the rate ramps linearly from --lr to the scaled peak")
+      ->capture_default_str();
+  app.add_option("--milestones", t.schedule.milestones, "step schedule: epochs at which the rate is multiplied "
+                                                         "by --gamma");
+  app.add_option("--gamma", t.schedule.gamma, "step schedule: decay factor")->capture_default_str();
+  app.add_option("--power", t.schedule.power, "poly schedule: exponent")->capture_default_str();
+  app.add_option("--format", o.format,
+                 "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8, '+ef' for error "
+                 "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")
+      ->capture_default_str();
+  app.add_option("--candidates", o.candidates, "Candidate formats for the precision controller")
+      ->capture_default_str();
+  app.add_option("--algo", o.algo, "Allreduce algorithm (auto, native, ring, twoshot, rabenseifner, "
+                                   "recursive_doubling, hierarchical)")
+      ->capture_default_str();
+  app.add_option("--reducer", o.reducer, "Gradient reduction: adaprec (the Communicator), mpi (plain "
+                                         "MPI_Allreduce, fp32 only), auto (adaprec when this build has it)")
+      ->check(CLI::IsMember({"auto", "mpi", "adaprec"}))
+      ->capture_default_str();
+  app.add_option("--bucketing", o.bucketing, "layer: one allreduce per layer; fused: consecutive layers with the "
+                                             "same format in one call")
+      ->check(CLI::IsMember({"layer", "fused"}))
+      ->capture_default_str();
+  app.add_option("--log", t.logPath, "JSON-lines log: one record per evaluation (epoch, step, wall seconds, losses, "
+                                     "accuracy, format per layer, bytes sent and bytes fp32 would have sent)");
+  app.add_option("--checkpoint", t.checkpointDir, "Directory for checkpoints (atomic; one file per rank)");
+  app.add_option("--checkpoint-every", t.checkpointEvery, "Steps between checkpoints (0: every epoch end)")
+      ->capture_default_str();
+  app.add_flag("--resume", t.resume, "Continue bit-identically from the latest checkpoint in --checkpoint "
+                                     "(starts fresh if there is none yet)");
+  app.add_option("--seed", t.seed, "Seed of initialization and data order")->capture_default_str();
+  app.add_option("--data", o.data, "Directory with MNIST-format files (train-images-idx3-ubyte[.gz], ...)")
+      ->capture_default_str();
+  app.add_option("--synthetic", o.synthetic, "Train on a SYNTHETIC data set of N images (28x28, 10 classes) "
+                                             "instead of --data; the test set is N/6 more")
+      ->capture_default_str();
+  app.add_option("--train-limit", o.trainLimit, "Use only the first N training images (0: all)")->capture_default_str();
+  app.add_option("--test-limit", o.testLimit, "Use only the first N test images (0: all)")->capture_default_str();
+  app.add_option("--eval-every", t.evalEvery, "Steps between evaluations (0: every epoch end)")->capture_default_str();
+  app.add_option("--eval-samples", t.evalSamples, "Test images per intermediate evaluation (0: all; the final "
+                                                  "evaluation always uses all)")
+      ->capture_default_str();
+  app.add_option("--hash-every", t.hashEvery, "Steps between cross-rank weight-hash checks")->capture_default_str();
+  app.add_option("--max-steps", t.maxSteps, "Stop after this many steps in total (0: all epochs)")->capture_default_str();
+  app.add_option("--backend", t.backend, "Layer math backend")->check(CLI::IsMember({"eigen"}))->capture_default_str();
+  app.add_flag("!--no-progress", t.progress, "No progress line");
+}
+
+std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::vector<LayerRange>& layers) {
+  std::vector<FormatSpec> out(layers.size());
+  std::vector<bool> named(layers.size(), false);
+  FormatSpec fallback;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      fallback = parseFormatSpec(item);
+      continue;
+    }
+    const std::string layer = item.substr(0, eq);
+    bool found = false;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (layers[i].name == layer) {
+        out[i] = parseFormatSpec(item.substr(eq + 1));
+        named[i] = found = true;
+      }
+    }
+    std::string valid;
+    for (const auto& l : layers) valid += (valid.empty() ? "" : ", ") + l.name;
+    ADAPREC_CHECK_ARG(found, "--format names layer '" << layer << "'; the model's layers are " << valid);
+  }
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (!named[i]) out[i] = fallback;
+  }
+  return out;
+}
+
+RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  Dataset train, test;
+  if (o.synthetic > 0) {
+    train = makeSyntheticDataset(o.synthetic, 28, 28, 10, o.trainer.seed);
+    // Same prototypes (same seed), fresh noise: draw more and keep the tail as the test set.
+    Dataset both = makeSyntheticDataset(o.synthetic + o.synthetic / 6, 28, 28, 10, o.trainer.seed);
+    test = both;
+    test.pixels.erase(test.pixels.begin(), test.pixels.begin() + static_cast<std::ptrdiff_t>(o.synthetic * 784));
+    test.labels.erase(test.labels.begin(), test.labels.begin() + static_cast<std::ptrdiff_t>(o.synthetic));
+    test.description = "SYNTHETIC test set (" + std::to_string(test.count()) + " images)";
+  } else {
+    train = loadIdxDataset(o.data, Split::kTrain);
+    test = loadIdxDataset(o.data, Split::kTest);
+  }
+  train.truncate(o.trainLimit);
+  test.truncate(o.testLimit);
+
+  // The layer list is needed to parse per-layer formats before the trainer exists.
+  const std::vector<LayerRange> layers = makeModel(o.trainer.model, Shape{1, train.rows, train.cols}, train.classes)
+                                             ->layerRanges();
+  const std::vector<FormatSpec> formats = parseLayerFormats(o.format, layers);
+  bool allFp32 = true;
+  for (const FormatSpec& f : formats) allFp32 &= f == FormatSpec{};
+  const bool useMpi = o.reducer == "mpi" || (o.reducer == "auto" && !kHaveCommunicatorReducer);
+  ADAPREC_CHECK_ARG(!useMpi || allFp32, "--reducer mpi sends fp32 only; --format " << o.format << " needs the "
+                                                                                    << "AdaPrec communicator");
+  ADAPREC_CHECK(useMpi || kHaveCommunicatorReducer, ErrorCode::kUnsupported,
+                "--reducer adaprec: this build of adaprec-train has no AdaPrec communicator");
+  std::unique_ptr<GradientReducer> reducer;
+  if (useMpi) {
+    reducer = makeMpiReducer(comm, layers.size());
+  } else {
+#ifdef ADAPREC_TRAINER_COMMUNICATOR
+    reducer = makeCommunicatorReducer(comm, formats, parseAlgorithm(o.algo),
+                                      o.bucketing == "layer" ? Bucketing::kPerLayer : Bucketing::kFused);
+#endif
+  }
+
+  TrainerConfig config = o.trainer;
+  config.formatLabel = o.format;
+  Trainer trainer(config, comm, std::move(train), std::move(test), std::move(reducer));
+  if (rank == 0 && config.progress) {
+    std::fprintf(stderr, "adaprec-train: %s, %d rank(s) x batch %d, %llu steps/epoch, reducer %s, format %s\n%s\n",
+                 config.model.c_str(), size, config.batch,
+                 static_cast<unsigned long long>(trainer.stepsPerEpoch()), trainer.reducer().name().c_str(),
+                 o.format.c_str(), trainer.model().summary().c_str());
+  }
+  RunResult r;
+  r.final = trainer.train();
+  r.wallSeconds = trainer.wallSeconds();
+  r.steps = trainer.stepsDone();
+  r.stateHash = trainer.stateHash();
+  r.parameters.assign(trainer.model().parameters().begin(), trainer.model().parameters().end());
+  if (rank == 0 && config.progress) {
+    std::fprintf(stderr, "final test accuracy %.4f (loss %.4f, %llu images) after %llu steps, %.1f s\n",
+                 r.final.accuracy, r.final.loss, static_cast<unsigned long long>(r.final.images),
+                 static_cast<unsigned long long>(r.steps), r.wallSeconds);
+  }
+  return r;
+}
+
+}  // namespace adaprec::trainer

@@ -1,0 +1,48 @@
+// The adaprec-train command line as a library: the option set (shared by the tool and the tests) and
+// the function that builds data, model, reducer and trainer from it and runs.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace adaprec::trainer {
+
+struct RunOptions {
+  TrainerConfig trainer;
+  std::string data = kDefaultFashionMnistDir;
+  std::size_t synthetic = 0;      // > 0: a synthetic set of this many training images instead of --data
+  std::size_t trainLimit = 0;     // use the first N training images (0: all)
+  std::size_t testLimit = 0;
+  std::string format = "fp32";    // spec, or per layer: "fc1=table4,fp16" (unnamed = the rest)
+  std::string candidates = "fp32,fp16,fp8s,table4,table2,fastest";
+  std::string algo = "auto";
+  std::string reducer = "auto";   // auto | mpi | adaprec
+  std::string bucketing = "fused";
+};
+
+void addRunOptions(CLI::App& app, RunOptions& options);
+
+struct RunResult {
+  Evaluation final;
+  double wallSeconds = 0;
+  std::uint64_t steps = 0;
+  std::uint64_t stateHash = 0;  // rank's parameters + momentum at the end
+  std::vector<float> parameters;
+};
+
+// Collective over comm. Prints the setup and the final accuracy on rank 0 (unless progress is off).
+RunResult runTraining(const RunOptions& options, MPI_Comm comm);
+
+// Per-layer format requests from "--format": "fp8" for every layer, or "fc1=table4,conv1=fp32,fp16".
+std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::vector<LayerRange>& layers);
+
+}  // namespace adaprec::trainer

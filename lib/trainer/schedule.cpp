@@ -1,0 +1,36 @@
+#include "schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::trainer {
+
+void ScheduleConfig::check() const {
+  ADAPREC_CHECK_ARG(kind == "const" || kind == "step" || kind == "poly" || kind == "cosine",
+                    "unknown schedule '" << kind << "' (valid: " << kScheduleKinds << ")");
+  ADAPREC_CHECK_ARG(baseLr > 0 && std::isfinite(baseLr), "learning rate " << baseLr << " must be > 0");
+  ADAPREC_CHECK_ARG(referenceBatch >= 0 && globalBatch >= 1, "reference batch " << referenceBatch
+                                                                               << ", global batch " << globalBatch);
+  ADAPREC_CHECK_ARG(warmupEpochs >= 0 && totalEpochs > 0, "warmup " << warmupEpochs << ", epochs " << totalEpochs);
+  ADAPREC_CHECK_ARG(gamma > 0 && power > 0, "gamma " << gamma << ", power " << power);
+}
+
+double learningRate(const ScheduleConfig& c, double epoch) {
+  const double reference = c.referenceBatch > 0 ? c.referenceBatch : c.globalBatch;
+  const double peak = c.baseLr * c.globalBatch / reference;
+  if (epoch < c.warmupEpochs) return c.baseLr + (peak - c.baseLr) * (epoch / c.warmupEpochs);
+  const double progress = std::clamp(epoch / c.totalEpochs, 0.0, 1.0);
+  if (c.kind == "step") {
+    double lr = peak;
+    for (double m : c.milestones) lr *= epoch >= m ? c.gamma : 1.0;
+    return lr;
+  }
+  if (c.kind == "poly") return peak * std::pow(1.0 - progress, c.power);
+  if (c.kind == "cosine") return peak * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return peak;
+}
+
+}  // namespace adaprec::trainer

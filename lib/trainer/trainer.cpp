@@ -1,0 +1,326 @@
+#include "trainer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::trainer {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr std::size_t kEvalChunk = 500;
+
+// An MPI-wide verdict: every rank learns whether any rank failed, so nobody waits for a failed peer.
+void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::string& what) {
+  int failed = !localError.empty(), anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm);
+  if (!anyFailed) return;
+  if (failed) ADAPREC_FAIL(ErrorCode::kMalformedInput, localError);
+  ADAPREC_FAIL(ErrorCode::kMismatch, what << " failed on another rank");
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset test,
+                 std::unique_ptr<GradientReducer> reducer)
+    : config_(std::move(config)), comm_(comm), train_(std::move(train)), test_(std::move(test)),
+      reducer_(std::move(reducer)), rng_(config_.seed) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  ADAPREC_CHECK_ARG(config_.batch > 0 && config_.epochs > 0, "batch " << config_.batch << ", epochs " << config_.epochs);
+  ADAPREC_CHECK_ARG(train_.pixelsPerImage() == test_.pixelsPerImage() && train_.classes == test_.classes,
+                    "training and test sets differ in image size or classes");
+  const std::uint64_t global = static_cast<std::uint64_t>(config_.batch) * size_;
+  stepsPerEpoch_ = train_.count() / global;
+  ADAPREC_CHECK_ARG(stepsPerEpoch_ > 0, "global batch " << global << " (" << size_ << " ranks x " << config_.batch
+                                                         << ") exceeds the " << train_.count() << " training images");
+  config_.schedule.globalBatch = static_cast<double>(global);
+  config_.schedule.totalEpochs = config_.epochs;
+  config_.schedule.check();
+  backend_ = makeBackend(config_.backend);
+  model_ = makeModel(config_.model, Shape{1, train_.rows, train_.cols}, train_.classes);
+  model_->initialize(rng_);
+  sgd_ = std::make_unique<MomentumSgd>(model_->parameters().size(), config_.momentum, config_.weightDecay);
+  if (!config_.checkpointDir.empty()) checkpoints_ = std::make_unique<CheckpointDirectory>(config_.checkpointDir, comm_);
+  images_.resize(static_cast<std::size_t>(config_.batch) * train_.pixelsPerImage());
+  labels_.resize(static_cast<std::size_t>(config_.batch));
+  startTime_ = progressTime_ = now();
+}
+
+Trainer::~Trainer() = default;
+
+std::uint64_t Trainer::totalSteps() const {
+  const std::uint64_t all = stepsPerEpoch_ * static_cast<std::uint64_t>(config_.epochs);
+  return config_.maxSteps > 0 ? std::min(all, config_.maxSteps) : all;
+}
+
+double Trainer::wallSeconds() const { return wallBefore_ + (now() - startTime_); }
+
+std::string Trainer::fingerprint() const {
+  std::ostringstream os;
+  os << "model=" << config_.model << " batch=" << config_.batch << " ranks=" << size_ << " seed=" << config_.seed
+     << " train=" << train_.count() << " params=" << model_->parameters().size();
+  return os.str();
+}
+
+void Trainer::prepareEpochOrder(std::uint64_t epoch) {
+  if (orderEpoch_ == epoch) return;
+  // Fisher-Yates with an explicit generator: std::shuffle's algorithm is unspecified, this is not.
+  std::mt19937_64 gen(config_.seed ^ (0x9E3779B97F4A7C15ull * (epoch + 1)));
+  order_.resize(train_.count());
+  for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::uint32_t>(i);
+  for (std::size_t i = order_.size(); i-- > 1;) std::swap(order_[i], order_[gen() % (i + 1)]);
+  orderEpoch_ = epoch;
+}
+
+void Trainer::step() {
+  const std::uint64_t epoch = step_ / stepsPerEpoch_;
+  const std::uint64_t inEpoch = step_ % stepsPerEpoch_;
+  prepareEpochOrder(epoch);
+  const std::size_t b = static_cast<std::size_t>(config_.batch);
+  const std::size_t first = (inEpoch * size_ + rank_) * b;
+  train_.gather(std::span(order_).subspan(first, b), images_.data(), labels_.data());
+  StepResult r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data());
+  ADAPREC_CHECK(std::isfinite(r.loss), ErrorCode::kInternal,
+                "training diverged: loss " << r.loss << " at step " << step_ << " on rank " << rank_
+                                           << " (lower --lr?)");
+  ReduceStats rs = reducer_->reduce(model_->gradients(), model_->layerRanges());
+  wireBytes_ += rs.wireBytes;
+  fp32Bytes_ += rs.fp32Bytes;
+  commSeconds_ += rs.seconds;
+  const double lr = learningRate(config_.schedule, static_cast<double>(step_) / stepsPerEpoch_);
+  sgd_->step(model_->parameters(), model_->gradients(), static_cast<float>(lr));
+  lossSum_ += r.loss;
+  ++lossSteps_;
+  ++step_;
+}
+
+Evaluation Trainer::evaluate(std::size_t maxSamples) {
+  const std::size_t n = maxSamples > 0 ? std::min(maxSamples, test_.count()) : test_.count();
+  const std::size_t begin = n * rank_ / size_, end = n * (rank_ + 1) / size_;
+  std::vector<std::uint32_t> idx;
+  std::vector<float> images(kEvalChunk * test_.pixelsPerImage());
+  std::vector<std::int32_t> labels(kEvalChunk);
+  double sums[3] = {0, 0, 0};  // loss, correct, images
+  for (std::size_t at = begin; at < end; at += kEvalChunk) {
+    const std::size_t count = std::min(kEvalChunk, end - at);
+    idx.resize(count);
+    for (std::size_t i = 0; i < count; ++i) idx[i] = static_cast<std::uint32_t>(at + i);
+    test_.gather(idx, images.data(), labels.data());
+    StepResult r = model_->evaluate(*backend_, static_cast<int>(count), images.data(), labels.data());
+    sums[0] += r.loss;
+    sums[1] += static_cast<double>(r.correct);
+    sums[2] += static_cast<double>(count);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm_);
+  Evaluation e;
+  e.images = static_cast<std::uint64_t>(sums[2]);
+  e.loss = sums[0] / std::max(1.0, sums[2]);
+  e.accuracy = sums[1] / std::max(1.0, sums[2]);
+  return e;
+}
+
+std::uint64_t Trainer::stateHash() const {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  };
+  mix(model_->parameters().data(), model_->parameters().size_bytes());
+  mix(sgd_->velocity().data(), sgd_->velocity().size() * sizeof(float));
+  return h;
+}
+
+void Trainer::checkConsistency() {
+  std::uint64_t local = stateHash(), lo = 0, hi = 0;
+  MPI_Allreduce(&local, &lo, 1, MPI_UINT64_T, MPI_MIN, comm_);
+  MPI_Allreduce(&local, &hi, 1, MPI_UINT64_T, MPI_MAX, comm_);
+  ADAPREC_CHECK(lo == hi, ErrorCode::kMismatch,
+                "ranks DIVERGED at step " << step_ << ": weight+momentum hash on rank " << rank_ << " is " << std::hex
+                                         << local << ", ranks range from " << lo << " to " << hi);
+}
+
+TrainerSnapshot Trainer::snapshot() const {
+  TrainerSnapshot s;
+  s.step = step_;
+  s.fingerprint = fingerprint();
+  s.parameters.assign(model_->parameters().begin(), model_->parameters().end());
+  s.velocity = sgd_->velocity();
+  std::ostringstream rng;
+  rng << rng_;
+  s.rngState = rng.str();
+  s.reducerState = reducer_->saveState();
+  s.controllerState = controllerState_;
+  nlohmann::json c;
+  c["wall_s"] = wallSeconds();
+  c["bytes_sent"] = wireBytes_;
+  c["bytes_fp32"] = fp32Bytes_;
+  c["comm_s"] = commSeconds_;
+  c["loss_sum"] = lossSum_;
+  c["loss_steps"] = lossSteps_;
+  s.counters = c.dump();
+  return s;
+}
+
+void Trainer::restore(const TrainerSnapshot& s) {
+  ADAPREC_CHECK(s.fingerprint == fingerprint(), ErrorCode::kMismatch,
+                "checkpoint is for a different run: it has '" << s.fingerprint << "', this run is '" << fingerprint()
+                                                             << "'");
+  ADAPREC_CHECK(s.parameters.size() == model_->parameters().size() && s.velocity.size() == s.parameters.size(),
+                ErrorCode::kMalformedInput, "checkpoint parameter count does not match the model");
+  std::copy(s.parameters.begin(), s.parameters.end(), model_->parameters().begin());
+  sgd_->velocity() = s.velocity;
+  std::istringstream rng(s.rngState);
+  rng >> rng_;
+  ADAPREC_CHECK(!rng.fail(), ErrorCode::kMalformedInput, "checkpoint RNG state is unreadable");
+  reducer_->loadState(s.reducerState);
+  controllerState_ = s.controllerState;
+  nlohmann::json c = nlohmann::json::parse(s.counters);
+  wallBefore_ = c.at("wall_s").get<double>();
+  startTime_ = now();
+  wireBytes_ = c.at("bytes_sent").get<std::uint64_t>();
+  fp32Bytes_ = c.at("bytes_fp32").get<std::uint64_t>();
+  commSeconds_ = c.at("comm_s").get<double>();
+  lossSum_ = c.at("loss_sum").get<double>();
+  lossSteps_ = c.at("loss_steps").get<std::uint64_t>();
+  step_ = s.step;
+}
+
+void Trainer::resumeFromCheckpoint() {
+  ADAPREC_CHECK_ARG(checkpoints_ != nullptr, "--resume needs --checkpoint DIR");
+  std::string error;
+  bool have = false;
+  TrainerSnapshot s;
+  try {
+    have = checkpoints_->latestStep().has_value();
+    if (have) s = checkpoints_->loadLatest();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agreeOrThrow(comm_, error, "loading the checkpoint");
+  if (!have) {
+    if (rank_ == 0) std::fprintf(stderr, "no checkpoint in %s yet: starting from step 0\n", config_.checkpointDir.c_str());
+    return;
+  }
+  try {
+    restore(s);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agreeOrThrow(comm_, error, "restoring the checkpoint");
+  checkConsistency();
+  if (rank_ == 0) std::fprintf(stderr, "resumed from %s at step %llu\n", config_.checkpointDir.c_str(),
+                               static_cast<unsigned long long>(step_));
+}
+
+void Trainer::saveCheckpoint() {
+  if (checkpoints_) checkpoints_->save(snapshot());
+}
+
+void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson) {
+  double loss[2] = {lossSum_, static_cast<double>(lossSteps_)};
+  MPI_Allreduce(MPI_IN_PLACE, loss, 2, MPI_DOUBLE, MPI_SUM, comm_);
+  std::uint64_t bytes[2] = {wireBytes_, fp32Bytes_};
+  MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_UINT64_T, MPI_SUM, comm_);
+  lossSum_ = 0;
+  lossSteps_ = 0;
+  if (rank_ != 0) return;
+  nlohmann::json j;
+  j["event"] = "eval";
+  j["epoch"] = epoch();
+  j["step"] = step_;
+  j["wall_s"] = wallSeconds();
+  j["train_loss"] = loss[1] > 0 ? nlohmann::json(loss[0] / loss[1]) : nlohmann::json(nullptr);
+  j["test_loss"] = eval.loss;
+  j["test_accuracy"] = eval.accuracy;
+  j["test_images"] = eval.images;
+  j["lr"] = learningRate(config_.schedule, epoch());
+  nlohmann::json formats = nlohmann::json::object();
+  const auto used = reducer_->layerFormats();
+  for (std::size_t i = 0; i < model_->layerRanges().size() && i < used.size(); ++i) {
+    formats[model_->layerRanges()[i].name] = used[i];
+  }
+  j["formats"] = formats;
+  j["bytes_sent"] = bytes[0];   // all ranks together
+  j["bytes_fp32"] = bytes[1];
+  j["comm_s"] = commSeconds_;   // rank 0's
+  j.update(nlohmann::json::parse(extraJson));
+  if (log_.is_open()) {
+    log_ << j.dump() << "\n";
+    log_.flush();
+  }
+}
+
+void Trainer::printProgress(bool force) {
+  if (rank_ != 0 || !config_.progress) return;
+  const double t = now();
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  // On a terminal the line is redrawn a few times a second; in a log file one line per ~10 s.
+  if (!force && t - progressTime_ < (tty ? 0.5 : 10.0)) return;
+  if (t > progressTime_ && step_ > progressStep_) {
+    lastThroughput_ = static_cast<double>(step_ - progressStep_) * config_.batch * size_ / (t - progressTime_);
+  }
+  progressTime_ = t;
+  progressStep_ = step_;
+  const std::uint64_t epochIndex = std::min<std::uint64_t>(step_ / stepsPerEpoch_ + (step_ % stepsPerEpoch_ ? 1 : 0),
+                                                           static_cast<std::uint64_t>(config_.epochs));
+  const double frac = static_cast<double>(step_ % stepsPerEpoch_ == 0 && step_ > 0 ? stepsPerEpoch_
+                                                                                   : step_ % stepsPerEpoch_) /
+                      stepsPerEpoch_;
+  char bar[21];
+  const int filled = static_cast<int>(frac * 20.0);
+  for (int i = 0; i < 20; ++i) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+  bar[20] = '\0';
+  const double meanLoss = lossSteps_ > 0 ? lossSum_ / lossSteps_ : 0.0;
+  std::fprintf(stderr, "%sepoch %llu/%d [%s] %5.1f%% step %llu  %.0f img/s  loss %.4f  format %s%s",
+               tty ? "\r" : "", static_cast<unsigned long long>(std::max<std::uint64_t>(epochIndex, 1)),
+               config_.epochs, bar, frac * 100.0, static_cast<unsigned long long>(step_), lastThroughput_, meanLoss,
+               config_.formatLabel.c_str(), tty ? "\033[K" : "\n");
+  std::fflush(stderr);
+}
+
+Evaluation Trainer::train() {
+  if (config_.resume) resumeFromCheckpoint();
+  if (rank_ == 0 && !config_.logPath.empty()) {
+    log_.open(config_.logPath, step_ > 0 ? std::ios::app : std::ios::trunc);
+    ADAPREC_CHECK(log_.good(), ErrorCode::kIo, "cannot open log file " << config_.logPath);
+  }
+  const std::uint64_t end = totalSteps();
+  Evaluation last;
+  bool haveLast = false;
+  while (step_ < end) {
+    step();
+    printProgress(false);
+    const bool epochEnd = step_ % stepsPerEpoch_ == 0;
+    const bool evalNow = (config_.evalEvery > 0 ? step_ % config_.evalEvery == 0 : epochEnd) || step_ == end;
+    if (evalNow || (config_.hashEvery > 0 && step_ % config_.hashEvery == 0)) checkConsistency();
+    if (evalNow) {
+      printProgress(true);
+      Evaluation e = evaluate(step_ == end ? 0 : config_.evalSamples);
+      logEvaluation(e);
+      last = e;
+      haveLast = step_ == end;
+      if (rank_ == 0 && config_.progress) {
+        std::fprintf(stderr, "%sepoch %.2f step %llu: test accuracy %.4f, test loss %.4f (%llu images)\n",
+                     ::isatty(STDERR_FILENO) ? "\n" : "", epoch(), static_cast<unsigned long long>(step_),
+                     e.accuracy, e.loss, static_cast<unsigned long long>(e.images));
+      }
+    }
+    // After the evaluation, so that a resumed run neither repeats it nor mixes its training loss in.
+    const bool checkpointNow = config_.checkpointEvery > 0 ? step_ % config_.checkpointEvery == 0 : epochEnd;
+    if (checkpoints_ && (checkpointNow || step_ == end)) saveCheckpoint();
+  }
+  return haveLast ? last : evaluate(0);
+}
+
+}  // namespace adaprec::trainer

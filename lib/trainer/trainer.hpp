@@ -1,0 +1,134 @@
+// The data-parallel training loop (ChainerMN's shape): every rank holds the model, draws its own
+// mini-batch from its shard of each epoch's data order, computes gradients, the GradientReducer
+// averages them across ranks, and every rank applies the same SGD step, so weights stay bit-identical
+// (checked periodically with a hash). Evaluation is split across ranks and summed.
+//
+// Data order: epoch e uses a permutation of the training set drawn from (seed, e); global step s of
+// that epoch covers positions [s*R*b, (s+1)*R*b) and rank r takes the r-th b of them. Each rank's
+// shard is therefore an equal R-th of every epoch, and R ranks x batch b visit exactly the samples
+// 1 rank x batch R*b visits, in the same steps (the equivalence the tests check).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "checkpoint.hpp"
+#include "dataset.hpp"
+#include "gradient_reducer.hpp"
+#include "model.hpp"
+#include "optimizer.hpp"
+#include "schedule.hpp"
+
+namespace adaprec::trainer {
+
+struct TrainerConfig {
+  std::string model = "cnn";
+  std::string backend = "eigen";
+  int epochs = 1;
+  int batch = 32;                  // per rank
+  ScheduleConfig schedule;         // globalBatch and totalEpochs are filled in by the trainer
+  float momentum = 0.9f;
+  float weightDecay = 5e-4f;
+  std::uint64_t seed = 1;
+  std::uint64_t evalEvery = 0;     // steps between evaluations; 0: at the end of every epoch
+  std::size_t evalSamples = 0;     // test images per evaluation; 0: all
+  std::uint64_t hashEvery = 200;   // steps between cross-rank weight hash checks; 0: only at evaluations
+  std::string checkpointDir;       // empty: no checkpoints
+  std::uint64_t checkpointEvery = 0;  // steps; 0: at the end of every epoch
+  bool resume = false;             // continue from checkpointDir's latest checkpoint if there is one
+  std::string logPath;             // JSON lines, one per evaluation; empty: none
+  bool progress = true;            // rank 0 progress line on stderr
+  std::uint64_t maxSteps = 0;      // stop after this many steps in total (0: run all epochs)
+  std::string formatLabel = "fp32";  // what the progress line shows as the format
+};
+
+struct Evaluation {
+  double loss = 0;       // mean over the evaluated images
+  double accuracy = 0;   // fraction correct
+  std::uint64_t images = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset test,
+          std::unique_ptr<GradientReducer> reducer);
+  ~Trainer();
+
+  // Runs to the end (epochs or maxSteps) with evaluations, hash checks, checkpoints and the log;
+  // resumes first when asked. Returns the final evaluation on the whole test set.
+  Evaluation train();
+
+  // Building blocks (all collective), also used by the precision controller.
+  void step();                                    // one optimizer step on the next mini-batch
+  Evaluation evaluate(std::size_t maxSamples);    // on the first maxSamples test images (0: all)
+  void checkConsistency();                        // throws Error(kMismatch) on every rank if weights differ
+  TrainerSnapshot snapshot() const;
+  void restore(const TrainerSnapshot& snapshot);  // fingerprint must match
+  // Writes one JSON line (rank 0) with the evaluation, formats and byte counts, plus `extra` fields.
+  void logEvaluation(const Evaluation& eval, const std::string& extraJson = "{}");
+
+  std::uint64_t stepsDone() const { return step_; }
+  std::uint64_t stepsPerEpoch() const { return stepsPerEpoch_; }
+  std::uint64_t totalSteps() const;
+  double epoch() const { return static_cast<double>(step_) / stepsPerEpoch_; }
+  double wallSeconds() const;
+  int rank() const { return rank_; }
+  int ranks() const { return size_; }
+  Model& model() { return *model_; }
+  GradientReducer& reducer() { return *reducer_; }
+  const TrainerConfig& config() const { return config_; }
+  // Hash of this rank's parameters and momentum (FNV-1a 64 of the bytes).
+  std::uint64_t stateHash() const;
+  // Opaque controller state that travels in checkpoints.
+  std::vector<std::uint8_t>& controllerState() { return controllerState_; }
+  void setFormatLabel(std::string label) { config_.formatLabel = std::move(label); }
+  std::uint64_t wireBytes() const { return wireBytes_; }
+  std::uint64_t fp32Bytes() const { return fp32Bytes_; }
+
+ private:
+  void prepareEpochOrder(std::uint64_t epoch);
+  void printProgress(bool force);
+  std::string fingerprint() const;
+  void resumeFromCheckpoint();
+  void saveCheckpoint();
+
+  TrainerConfig config_;
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  Dataset train_, test_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<MomentumSgd> sgd_;
+  std::unique_ptr<CheckpointDirectory> checkpoints_;
+  std::mt19937_64 rng_;
+  std::uint64_t stepsPerEpoch_ = 0;
+  std::uint64_t step_ = 0;
+  std::uint64_t orderEpoch_ = UINT64_MAX;
+  std::vector<std::uint32_t> order_;
+  std::vector<float> images_;
+  std::vector<std::int32_t> labels_;
+  std::vector<std::uint8_t> controllerState_;
+  // Counters that travel in checkpoints.
+  double wallBefore_ = 0;        // wall seconds of earlier runs (resume)
+  std::uint64_t wireBytes_ = 0, fp32Bytes_ = 0;
+  double commSeconds_ = 0;
+  // Training loss since the last evaluation (this rank).
+  double lossSum_ = 0;
+  std::uint64_t lossSteps_ = 0;
+  double startTime_ = 0;
+  double progressTime_ = 0;
+  std::uint64_t progressStep_ = 0;
+  double lastThroughput_ = 0;
+  std::ofstream log_;
+};
+
+}  // namespace adaprec::trainer
