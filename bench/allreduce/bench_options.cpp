@@ -1,0 +1,145 @@
+#include "bench_options.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::bench {
+
+std::size_t parseByteSize(const std::string& text) {
+  ADAPREC_CHECK_ARG(!text.empty(), "empty size");
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  ADAPREC_CHECK_ARG(digits > 0 && digits <= 15, "invalid size '" << text << "' (expected e.g. 64, 4K, 16M, 1G)");
+  const std::size_t value = std::stoull(text.substr(0, digits));
+  const std::string suffix = text.substr(digits);
+  std::size_t scale = 1;
+  if (suffix == "K" || suffix == "k") scale = std::size_t{1} << 10;
+  else if (suffix == "M" || suffix == "m") scale = std::size_t{1} << 20;
+  else if (suffix == "G" || suffix == "g") scale = std::size_t{1} << 30;
+  else ADAPREC_CHECK_ARG(suffix.empty(), "invalid size suffix in '" << text << "' (use K, M or G)");
+  return value * scale;
+}
+
+namespace {
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  ADAPREC_CHECK_ARG(!items.empty(), "empty list '" << text << "'");
+  return items;
+}
+
+}  // namespace
+
+std::vector<FormatSpec> parseFormatList(const std::string& text) {
+  std::vector<FormatSpec> specs;
+  if (text == "all") {
+    for (Format format : allFormats()) specs.push_back(FormatSpec{Selection::kFixed, format, false});
+    return specs;
+  }
+  for (const auto& item : splitList(text)) {
+    FormatSpec spec = parseFormatSpec(item);
+    ADAPREC_CHECK_ARG(spec.selection != Selection::kAdaptive,
+                      "'adaptive' is the training controller's choice, not a benchmark format");
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+std::vector<Algorithm> parseAlgorithmList(const std::string& text) {
+  if (text == "all") {
+    auto all = allAlgorithms();
+    return {all.begin(), all.end()};
+  }
+  std::vector<Algorithm> algorithms;
+  for (const auto& item : splitList(text)) algorithms.push_back(parseAlgorithm(item));
+  return algorithms;
+}
+
+std::vector<std::size_t> sweepCounts(const BenchOptions& options) {
+  std::vector<std::size_t> counts;
+  double bytes = static_cast<double>(options.minBytes);
+  while (bytes <= static_cast<double>(options.maxBytes) * (1 + 1e-12)) {
+    const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / sizeof(float));
+    if (counts.empty() || counts.back() != count) counts.push_back(count);
+    if (options.factor <= 1.0) break;  // one size only
+    bytes *= options.factor;
+  }
+  return counts;
+}
+
+bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& options, int& exitCode) {
+  CLI::App app{
+      "adaprec-bench: allreduce time, bandwidth and error per wire format and algorithm, against native "
+      "MPI_Allreduce fp32 measured in the same run. Columns and formulas: docs/benchmarks.md."};
+  std::string minText = "4";
+  std::string maxText = "64M";
+  std::string formatsText = "fp32,bf16,fp16,fp8,table4,table2,table1";
+  std::string algosText = "auto";
+  std::string transportText = "mpi";
+  std::string deviceText = "host";
+  int check = 1;
+  app.add_option("-b,--minbytes", minText, "smallest fp32 buffer in bytes (K/M/G suffixes)")->capture_default_str();
+  app.add_option("-e,--maxbytes", maxText, "largest fp32 buffer in bytes (K/M/G suffixes)")->capture_default_str();
+  app.add_option("-f,--stepfactor", options.factor, "size multiplier between rows")->capture_default_str();
+  app.add_option("-n,--iters", options.iterations, "timed iterations per row")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("-w,--warmup_iters", options.warmup, "untimed warm-up iterations per row")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("-c,--check", check, "1: compare with the fp64 reference and count #wrong; 0: skip")
+      ->check(CLI::Range(0, 1))->capture_default_str();
+  app.add_option("--formats", formatsText, "comma list of formats (fp8, table1+ef, fastest, ...) or 'all'")
+      ->capture_default_str();
+  app.add_option("--algos", algosText, "comma list of algorithms, 'auto' or 'all'")->capture_default_str();
+  app.add_option("--transport", transportText, "mpi | loopback | nccl")
+      ->check(CLI::IsMember({"mpi", "loopback", "nccl"}))->capture_default_str();
+  app.add_option("--device", deviceText, "host | cuda")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
+  app.add_option("--ranks", options.loopbackRanks, "ranks (threads) for --transport loopback")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--ranks-per-node", options.loopbackRanksPerNode,
+                 "loopback: emulate nodes of this many consecutive ranks (0: one node)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--model", options.model, "predict each row's time with the alpha-beta + codec cost model");
+  app.add_option("-J,--json", options.jsonPath, "write the rows as a JSON list to this file");
+  app.add_option("--csv", options.csvPath, "write the rows as CSV to this file");
+  app.add_option("--seed", options.seed, "seed of the input data")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+    options.minBytes = parseByteSize(minText);
+    options.maxBytes = parseByteSize(maxText);
+    ADAPREC_CHECK_ARG(options.minBytes >= 1 && options.minBytes <= options.maxBytes,
+                      "-b must be between 1 and -e (got -b " << minText << " -e " << maxText << ")");
+    ADAPREC_CHECK_ARG(options.maxBytes / sizeof(float) <= std::size_t{1} << 31,
+                      "-e is limited to 8G (MPI counts are int)");
+    ADAPREC_CHECK_ARG(options.factor >= 1.0, "-f must be >= 1 (got " << options.factor << ")");
+    options.formats = parseFormatList(formatsText);
+    options.algorithms = parseAlgorithmList(algosText);
+    options.check = check != 0;
+    options.transport = transportText == "mpi"        ? TransportKind::kMpi
+                        : transportText == "loopback" ? TransportKind::kLoopback
+                                                      : TransportKind::kNccl;
+    options.cudaDevice = deviceText == "cuda";
+  } catch (const CLI::ParseError& e) {
+    exitCode = printMessages ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    if (exitCode != 0) exitCode = 2;
+    return false;
+  } catch (const Error& e) {
+    if (printMessages) std::fprintf(stderr, "adaprec-bench: %s\n", e.what());
+    exitCode = 2;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace adaprec::bench

@@ -1,0 +1,88 @@
+#include "bench_row.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::bench {
+
+namespace {
+
+std::string format(const char* pattern, auto... values) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, pattern, values...);
+  return buffer;
+}
+
+double modelError(const BenchRow& row) { return (*row.predictedUs - row.timeUs) / row.timeUs; }
+
+}  // namespace
+
+std::string tableHeader(bool model) {
+  std::string header = format("# %12s %11s %10s %22s %11s %8s %8s %8s %7s %9s %8s %8s", "size", "count",
+                              "format", "algo", "time(us)", "algbw", "busbw", "wirebw", "ratio", "maxerr",
+                              "#wrong", "speedup");
+  if (model) header += format(" %11s %8s", "pred(us)", "moderr");
+  header += '\n';
+  header += format("# %12s %11s %10s %22s %11s %8s %8s %8s %7s %9s %8s %8s", "(B)", "(elems)", "", "",
+                          "", "(GB/s)", "(GB/s)", "(GB/s)", "", "", "", "");
+  return header;
+}
+
+std::string tableLine(const BenchRow& row, bool model) {
+  std::string line = format("  %12zu %11zu %10s %22s %11.1f %8.3f %8.3f %8.3f %7.2f", row.sizeBytes, row.count,
+                            row.format.c_str(), row.algo.c_str(), row.timeUs, row.algbw, row.busbw, row.wirebw,
+                            row.ratio);
+  line += row.maxerr ? format(" %9.2e", *row.maxerr) : format(" %9s", "N/A");
+  line += row.wrong ? format(" %8llu", static_cast<unsigned long long>(*row.wrong)) : format(" %8s", "N/A");
+  line += format(" %8.2f", row.speedup);
+  if (model) {
+    line += row.predictedUs ? format(" %11.1f %+7.1f%%", *row.predictedUs, 100.0 * modelError(row))
+                            : format(" %11s %8s", "-", "-");
+  }
+  return line;
+}
+
+void writeJson(const std::string& path, const std::vector<BenchRow>& rows) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& row : rows) {
+    nlohmann::json object = {
+        {"size", row.sizeBytes}, {"count", row.count},   {"format", row.format}, {"algo", row.algo},
+        {"time", row.timeUs},    {"algbw", row.algbw},   {"busbw", row.busbw},   {"wirebw", row.wirebw},
+        {"ratio", row.ratio},    {"speedup", row.speedup}, {"ranks", row.ranks}, {"nodes", row.nodes},
+        {"transport", row.transport},
+    };
+    object["maxerr"] = row.maxerr ? nlohmann::json(*row.maxerr) : nlohmann::json(nullptr);
+    object["#wrong"] = row.wrong ? nlohmann::json(*row.wrong) : nlohmann::json(nullptr);
+    if (row.predictedUs) {
+      object["predicted"] = *row.predictedUs;
+      object["model_error"] = modelError(row);
+    }
+    list.push_back(std::move(object));
+  }
+  std::ofstream out(path);
+  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "cannot write " << path);
+  out << list.dump(1) << "\n";
+  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "error writing " << path);
+}
+
+void writeCsv(const std::string& path, const std::vector<BenchRow>& rows) {
+  std::ofstream out(path);
+  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "cannot write " << path);
+  out << "size,count,format,algo,time,algbw,busbw,wirebw,ratio,maxerr,#wrong,speedup,ranks,nodes,transport,"
+         "predicted,model_error\n";
+  for (const auto& row : rows) {
+    out << row.sizeBytes << ',' << row.count << ',' << row.format << ',' << row.algo << ','
+        << format("%.3f,%.6f,%.6f,%.6f,%.4f,", row.timeUs, row.algbw, row.busbw, row.wirebw, row.ratio)
+        << (row.maxerr ? format("%.6e", *row.maxerr) : std::string()) << ','
+        << (row.wrong ? std::to_string(*row.wrong) : std::string()) << ',' << format("%.4f", row.speedup) << ','
+        << row.ranks << ',' << row.nodes << ',' << row.transport << ','
+        << (row.predictedUs ? format("%.3f,%.6f", *row.predictedUs, modelError(row)) : std::string(",")) << "\n";
+  }
+  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "error writing " << path);
+}
+
+}  // namespace adaprec::bench

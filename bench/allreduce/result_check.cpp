@@ -1,0 +1,103 @@
+#include "result_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace adaprec::bench {
+
+ErrorModel errorModel(Format format) {
+  switch (format) {
+    case Format::kFp32: return {0.0, 0.0, false};
+    case Format::kBf16: return {0x1p-8, 0.0, false};
+    case Format::kFp16: return {0x1p-11, 0x1p-25, false};
+    case Format::kFp8: return {0x1p-3, 0x1p-17, false};
+    case Format::kFp8s: return {0x1p-3, 0x1p-3, true};
+    case Format::kE4m3: return {0x1p-4, 0x1p-4, true};
+    default: return {1.0, 1.0, true};  // tableN
+  }
+}
+
+namespace {
+
+// Elements whose reference is formed at once: bounds the scratch memory whatever the count.
+constexpr std::size_t kReferenceBlockCount = std::size_t{1} << 20;
+
+// A bound on max_i S_i from the data's construction (|z| <= 2*sqrt(3) times the largest segment scale):
+// known before the check pass, so the pass needs no second sweep.
+double absSumBound(const BenchData& data, int ranks, std::size_t count) {
+  double maxScale = 0;
+  for (std::size_t segment = 0; segment * BenchData::kSegmentCount < count; ++segment) {
+    maxScale = std::max(maxScale, data.segmentScale(segment));
+  }
+  return ranks * 2.0 * std::sqrt(3.0) * maxScale;
+}
+
+}  // namespace
+
+CheckResult checkResult(RankCollectives& ranks, const BenchData& data, const float* result, float* rootCopy,
+                        std::size_t count, Format format, bool errorFeedback) {
+  const int p = ranks.size();
+  const int me = ranks.rank();
+  std::uint64_t wrong = 0;
+
+  // Bit-identity with rank 0, over the whole buffer.
+  if (p > 1) {
+    if (me == 0) std::memcpy(rootCopy, result, count * sizeof(float));
+    ranks.broadcastFromRoot(rootCopy, count * sizeof(float));
+    if (me != 0) {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (std::memcmp(&rootCopy[i], &result[i], sizeof(float)) != 0) ++wrong;
+      }
+    }
+  }
+
+  // Reference on this rank's slice, a block at a time.
+  const std::size_t begin = count * static_cast<std::size_t>(me) / static_cast<std::size_t>(p);
+  const std::size_t end = count * static_cast<std::size_t>(me + 1) / static_cast<std::size_t>(p);
+  const ErrorModel model = errorModel(format);
+  const double k = static_cast<double>(p + 1) * (errorFeedback ? 2.0 : 1.0);
+  const double absoluteFloor = model.absoluteOfRange ? model.absolute * absSumBound(data, p, count) : model.absolute;
+  std::vector<float> values;
+  std::vector<double> sum;
+  std::vector<double> absSum;
+  double maxRef = 0;
+  double maxDiff = 0;
+  for (std::size_t blockBegin = begin; blockBegin < end; blockBegin += kReferenceBlockCount) {
+    const std::size_t blockEnd = std::min(end, blockBegin + kReferenceBlockCount);
+    const std::size_t n = blockEnd - blockBegin;
+    values.resize(n);
+    sum.assign(n, 0.0);
+    absSum.assign(n, 0.0);
+    for (int r = 0; r < p; ++r) {
+      data.fill(r, values.data(), blockBegin, blockEnd);
+      for (std::size_t i = 0; i < n; ++i) {
+        sum[i] += values[i];
+        absSum[i] += std::fabs(static_cast<double>(values[i]));
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      maxRef = std::max(maxRef, std::fabs(sum[i]));
+      const double out = result[blockBegin + i];
+      if (!std::isfinite(out)) {
+        ++wrong;
+        maxDiff = std::numeric_limits<double>::infinity();
+        continue;
+      }
+      const double diff = std::fabs(out - sum[i]);
+      maxDiff = std::max(maxDiff, diff);
+      const double bound = p * 0x1p-24 * absSum[i] + k * (model.relative * absSum[i] + absoluteFloor);
+      if (diff > bound) ++wrong;
+    }
+  }
+  maxRef = ranks.maxOverRanks(maxRef);
+  CheckResult check;
+  // maxOverRanks works on the bit patterns; +inf is the largest of them, as it should be.
+  check.maxError = ranks.maxOverRanks(maxDiff) / (maxRef > 0 ? maxRef : 1.0);
+  check.wrong = ranks.sumOverRanks(wrong);
+  return check;
+}
+
+}  // namespace adaprec::bench

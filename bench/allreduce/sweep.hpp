@@ -1,0 +1,41 @@
+// The measurement loop of adaprec-bench, run by every rank: for each size, the native baseline row and
+// one row per (format, algorithm), each timed the same way:
+//   a barrier, then one allreduce, timed on each rank; repeated -n times after -w untimed ones;
+//   time = median over iterations of (max over ranks of that iteration's time).
+// Buffers are out of place (send is never modified), so every iteration reduces the same input.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "adaprec/communicator.hpp"
+#include "bench_options.hpp"
+#include "bench_row.hpp"
+#include "cost_model.hpp"
+#include "rank_collectives.hpp"
+
+namespace adaprec::bench {
+
+// The baseline: the transport's own fp32 allreduce (MPI_Allreduce), outside AdaPrec.
+struct Baseline {
+  std::string name;  // the algo column of the baseline row
+  std::function<void(const float* send, float* recv, std::size_t count)> allreduce;
+};
+
+struct SweepContext {
+  const BenchOptions& options;
+  Communicator& comm;
+  RankCollectives& ranks;
+  Baseline baseline;
+  std::string transportName;
+  const CostModel* model = nullptr;                  // --model
+  std::function<void(const BenchRow&)> onRow;        // called on rank 0 as soon as a row is done
+  std::function<void(const std::string&)> onNote;    // rank 0: skipped combinations and the like
+};
+
+// Collective. Returns every row (identical on every rank).
+std::vector<BenchRow> runSweep(SweepContext& context);
+
+}  // namespace adaprec::bench
