@@ -1,0 +1,259 @@
+// Loopback properties beyond the sweep: averaging, exactness of Table-N on constant inputs, error
+// feedback, mismatch detection, the auto rule, stats, chooseFastest and the environment parser.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "adaprec/codec.hpp"
+#include "engine_check.hpp"
+#include "loopback_run.hpp"
+
+using namespace adaprec;
+using namespace adaprec::test;
+
+namespace {
+
+const Algorithm kCompressed[] = {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
+                                 Algorithm::kRecursiveDoubling, Algorithm::kHierarchical};
+
+std::vector<std::vector<float>> inputsFor(int p, std::size_t count, bool integers) {
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < p; ++r) inputs.push_back(makeInput(r, count, integers));
+  return inputs;
+}
+
+AllreduceOptions optionsFor(std::string_view spec, Algorithm algorithm) {
+  AllreduceOptions opt;
+  opt.format = parseFormatSpec(spec);
+  opt.algorithm = algorithm;
+  opt.key = "grad";
+  return opt;
+}
+
+}  // namespace
+
+TEST_CASE("average divides the sum by the rank count on every rank", "[engine]") {
+  for (Algorithm algorithm : kCompressed) {
+    for (int p : {3, 4}) {
+      const auto inputs = inputsFor(p, 3001, true);
+      AllreduceOptions opt = optionsFor("fp32", algorithm);
+      opt.average = true;
+      const LoopbackOutcome got = runLoopbackAllreduce(2, inputs, std::vector(p, opt), false);
+      INFO(algorithmName(algorithm) << " ranks " << p);
+      const std::string failure = checkResults(inputs, got.outputs, Format::kFp32, 0, true, true);
+      INFO(failure);
+      REQUIRE(failure.empty());
+    }
+  }
+}
+
+TEST_CASE("Table-N is exact when every rank's values are all equal", "[engine]") {
+  for (Algorithm algorithm : kCompressed) {
+    for (Format format : {Format::kTable1, Format::kTable2, Format::kTable4, Format::kTable8}) {
+      const int p = 5;
+      std::vector<std::vector<float>> inputs;
+      for (int r = 0; r < p; ++r) inputs.emplace_back(20000, static_cast<float>(r + 1));
+      const LoopbackOutcome got = runLoopbackAllreduce(
+          2, inputs, std::vector(p, optionsFor(formatName(format), algorithm)), true);
+      INFO(algorithmName(algorithm) << " " << formatName(format));
+      const std::string failure = checkResults(inputs, got.outputs, format, 0, true, false);
+      INFO(failure);
+      REQUIRE(failure.empty());
+    }
+  }
+}
+
+TEST_CASE("error feedback makes repeated reductions unbiased", "[engine]") {
+  // Reducing the same inputs T times with +ef, the residuals carry each call's error into the next,
+  // so the mean of the T results approaches the exact sum (the error of the mean shrinks ~1/T);
+  // without feedback every call makes the same error.
+  const int p = 4;
+  const std::size_t count = 5000;
+  const int repetitions = 16;
+  const auto inputs = inputsFor(p, count, false);
+  const InputStats s = inputStats(inputs);
+  for (Algorithm algorithm : kCompressed) {
+    for (std::string_view format : {"table2", "fp8", "e4m3"}) {
+      auto meanError = [&](bool feedback) {
+        std::string spec(format);
+        if (feedback) spec += "+ef";
+        const LoopbackOutcome got = runLoopbackAllreduce(
+            2, inputs, std::vector(p, optionsFor(spec, algorithm)), false, repetitions);
+        double sum = 0;
+        for (std::size_t i = 0; i < count; ++i) sum += std::fabs(got.outputs[0][i] - s.exact[i]);
+        return sum / count;
+      };
+      const double plain = meanError(false);
+      const double feedback = meanError(true);
+      INFO(algorithmName(algorithm) << " " << format << ": mean |error| without ef " << plain
+                                    << ", with ef " << feedback);
+      REQUIRE(plain > 0);
+      REQUIRE(feedback < 0.35 * plain);
+    }
+  }
+}
+
+TEST_CASE("ranks that disagree get kMismatch on every rank, not a hang", "[engine]") {
+  const int p = 3;
+  const std::size_t count = 100000;
+  for (Algorithm algorithm : kCompressed) {
+    INFO(algorithmName(algorithm));
+    SECTION("different counts") {
+      auto inputs = inputsFor(p, count, false);
+      inputs[1].resize(count - 1);
+      const LoopbackOutcome got =
+          runLoopbackAllreduce(1, inputs, std::vector(p, optionsFor("fp8", algorithm)), false);
+      REQUIRE(got.allErrors(ErrorCode::kMismatch));
+    }
+    SECTION("different formats") {
+      const auto inputs = inputsFor(p, count, false);
+      std::vector options(p, optionsFor("fp8", algorithm));
+      options[2] = optionsFor("fp16", algorithm);
+      const LoopbackOutcome got = runLoopbackAllreduce(1, inputs, options, false);
+      REQUIRE(got.allErrors(ErrorCode::kMismatch));
+    }
+  }
+}
+
+TEST_CASE("auto follows the documented rule", "[engine]") {
+  auto resolved = [](int p, int perNode, Format format, std::size_t count) {
+    LoopbackGroup group(p, perNode);
+    std::vector<Algorithm> got(p);
+    runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+      Communicator comm(t);
+      got[rank] = comm.resolveAlgorithm(Algorithm::kAuto, format, count);
+    });
+    for (Algorithm a : got) REQUIRE(a == got[0]);
+    return got[0];
+  };
+  const std::size_t big = 1 << 20;
+  CHECK(resolved(4, 0, Format::kFp32, big) == Algorithm::kNative);
+  CHECK(resolved(4, 0, Format::kFp8, 1000) == Algorithm::kNative);
+  CHECK(resolved(4, 0, Format::kFp8, big) == Algorithm::kTwoShot);
+  CHECK(resolved(16, 0, Format::kTable1, big) == Algorithm::kRabenseifner);
+  CHECK(resolved(4, 2, Format::kFp8, big) == Algorithm::kHierarchical);
+  CHECK(resolved(4, 1, Format::kFp8, big) == Algorithm::kTwoShot);  // one rank per node
+  CHECK(resolved(1, 0, Format::kFp8, big) == Algorithm::kNative);
+}
+
+TEST_CASE("stats count the bytes each rank sends", "[engine]") {
+  const int p = 4;
+  const std::size_t count = 10001;
+  const auto inputs = inputsFor(p, count, false);
+  const LoopbackOutcome got = runLoopbackAllreduce(
+      0, inputs, std::vector(p, optionsFor("fp8", Algorithm::kTwoShot)), false);
+  // twoshot, one segment per chunk: rank r sends every other chunk once and its own chunk p-1 times.
+  const std::size_t base = count / p;
+  for (int r = 0; r < p; ++r) {
+    std::size_t wire = 0;
+    std::size_t fp32 = 0;
+    for (int c = 0; c < p; ++c) {
+      const std::size_t n = base + (static_cast<std::size_t>(c) < count % p ? 1 : 0);
+      const std::size_t times = c == r ? p - 1 : 1;
+      wire += times * encodedBytes(Format::kFp8, n);
+      fp32 += times * n * sizeof(float);
+    }
+    INFO("rank " << r);
+    CHECK(got.stats[r].wireBytes == wire);
+    CHECK(got.stats[r].fp32Bytes == fp32);
+    CHECK(got.stats[r].algorithm == Algorithm::kTwoShot);
+    CHECK(got.stats[r].format == Format::kFp8);
+    CHECK(got.stats[r].encodeSeconds > 0);
+    CHECK(got.stats[r].decodeSeconds > 0);
+    CHECK(got.stats[r].totalSeconds >= got.stats[r].encodeSeconds + got.stats[r].decodeSeconds);
+  }
+}
+
+TEST_CASE("chooseFastest gives every rank the same choice among the candidates", "[engine]") {
+  const int p = 3;
+  LoopbackGroup group(p);
+  const std::vector<std::size_t> layers = {100, 300000, 100, 4000};
+  const std::vector<Format> candidates = {Format::kFp32, Format::kFp16, Format::kTable1};
+  std::vector<std::vector<LayerChoice>> choices(p);
+  std::vector<std::vector<float>> fastestResults(p);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    Communicator comm(t);
+    choices[rank] = comm.chooseFastest(layers, candidates);
+    // Selection::kFastest inside allreduce resolves (and caches) per count the same way.
+    AllreduceOptions opt;
+    opt.format.selection = Selection::kFastest;
+    opt.algorithm = Algorithm::kTwoShot;
+    fastestResults[rank] = makeInput(rank, 5000, false);
+    comm.allreduce(fastestResults[rank].data(), 5000, opt);
+  });
+  for (int r = 0; r < p; ++r) {
+    REQUIRE(choices[r].size() == layers.size());
+    REQUIRE(std::memcmp(fastestResults[r].data(), fastestResults[0].data(), 5000 * sizeof(float)) == 0);
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const LayerChoice& c = choices[r][l];
+      CHECK(c.count == layers[l]);
+      CHECK(c.format == choices[0][l].format);
+      CHECK(c.candidateSeconds == choices[0][l].candidateSeconds);
+      REQUIRE(c.candidateSeconds.size() == candidates.size());
+      CHECK(std::find(candidates.begin(), candidates.end(), c.format) != candidates.end());
+      CHECK(c.seconds == *std::min_element(c.candidateSeconds.begin(), c.candidateSeconds.end()));
+    }
+    // Equal layer sizes are measured once, so they get the identical record.
+    CHECK(choices[r][0].candidateSeconds == choices[r][2].candidateSeconds);
+  }
+}
+
+TEST_CASE("transport split and agreement primitives", "[engine]") {
+  const int p = 5;
+  LoopbackGroup group(p, 2);
+  std::vector<int> subRank(p), subSize(p), node(p);
+  std::vector<std::uint64_t> maxima(p);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    std::unique_ptr<Transport> sub = t->split(rank % 2, -rank);
+    subRank[rank] = sub->rank();
+    subSize[rank] = sub->size();
+    node[rank] = t->nodeId();
+    std::uint64_t v = static_cast<std::uint64_t>(rank * 10 + 3);
+    sub->allreduceMax(&v, 1);
+    maxima[rank] = v;
+  });
+  // Evens {0,2,4} ranked by key -rank: 4,2,0; odds {1,3}: 3,1.
+  CHECK(subSize == std::vector<int>{3, 2, 3, 2, 3});
+  CHECK(subRank == std::vector<int>{2, 1, 1, 0, 0});
+  CHECK(node == std::vector<int>{0, 0, 1, 1, 2});
+  CHECK(maxima == std::vector<std::uint64_t>{43, 33, 43, 33, 43});
+}
+
+TEST_CASE("environment variables are validated with one clear message", "[engine]") {
+  auto failure = [](const char* name, const char* value) -> std::string {
+    setenv(name, value, 1);
+    std::string message;
+    try {
+      EnvironmentConfig::fromEnvironment();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    unsetenv(name);
+    return message;
+  };
+  CHECK_THAT(failure(kEnvFormat, "fp7"), Catch::Contains("ADAPREC_FORMAT='fp7'") &&
+                                             Catch::Contains("table8"));
+  CHECK_THAT(failure(kEnvAlgo, "tree"), Catch::Contains("ADAPREC_ALGO='tree'") &&
+                                            Catch::Contains("twoshot"));
+  CHECK_THAT(failure(kEnvMinBytes, "12k"), Catch::Contains("ADAPREC_MIN_BYTES"));
+  CHECK_THAT(failure(kEnvStats, "yes"), Catch::Contains("ADAPREC_STATS") && Catch::Contains("0, 1"));
+  setenv(kEnvFormat, "table1+ef", 1);
+  setenv(kEnvAlgo, "ring", 1);
+  setenv(kEnvMinBytes, "4096", 1);
+  setenv(kEnvStats, "1", 1);
+  const EnvironmentConfig config = EnvironmentConfig::fromEnvironment();
+  for (const char* name : {kEnvFormat, kEnvAlgo, kEnvMinBytes, kEnvStats}) unsetenv(name);
+  CHECK(config.format.format == Format::kTable1);
+  CHECK(config.format.errorFeedback);
+  CHECK(config.algorithm == Algorithm::kRing);
+  CHECK(config.minBytes == 4096);
+  CHECK(config.stats);
+  const EnvironmentConfig defaults = EnvironmentConfig::fromEnvironment();
+  CHECK(defaults.format.format == Format::kFp32);
+  CHECK(defaults.algorithm == Algorithm::kAuto);
+  CHECK(defaults.minBytes == kDefaultMinBytes);
+  CHECK_FALSE(defaults.stats);
+}
