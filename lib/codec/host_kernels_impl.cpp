@@ -51,14 +51,14 @@ void decodeBf16(const std::uint8_t* src, std::size_t n, float* dst) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t b = static_cast<std::uint32_t>(load<std::uint16_t>(src, i)) << 16;
     const bool nan = (b & detail::kF32AbsMask) > detail::kF32InfBits;
-    dst[i] = bitsFloat(nan ? (b & detail::kF32SignMask) | detail::kF32QuietNanBits : b);
+    dst[i] = bitsFloat(detail::select(nan, (b & detail::kF32SignMask) | detail::kF32QuietNanBits, b));
   }
 }
 void decodeAddBf16(const std::uint8_t* src, std::size_t n, float* acc) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t b = static_cast<std::uint32_t>(load<std::uint16_t>(src, i)) << 16;
     const bool nan = (b & detail::kF32AbsMask) > detail::kF32InfBits;
-    acc[i] += bitsFloat(nan ? (b & detail::kF32SignMask) | detail::kF32QuietNanBits : b);
+    acc[i] += bitsFloat(detail::select(nan, (b & detail::kF32SignMask) | detail::kF32QuietNanBits, b));
   }
 }
 
@@ -67,7 +67,7 @@ float finiteAmax(const float* src, std::size_t n) {
   std::uint32_t amax = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t a = floatBits(src[i]) & detail::kF32AbsMask;
-    const std::uint32_t finite = a < detail::kF32InfBits ? a : 0u;
+    const std::uint32_t finite = detail::select(a < detail::kF32InfBits, a, 0u);
     amax = std::max(amax, finite);  // non-negative floats order like their bit patterns
   }
   return bitsFloat(amax);

@@ -61,6 +61,13 @@ ADAPREC_HD float mulRn(float a, float b) {
 #endif
 }
 
+// cond ? a : b as bit masks. GCC 12 does not vectorize loops whose selects stay conditional
+// expressions, so every select on the hot path is spelled this way.
+ADAPREC_HD std::uint32_t select(bool cond, std::uint32_t a, std::uint32_t b) {
+  const std::uint32_t mask = 0u - static_cast<std::uint32_t>(cond);
+  return (a & mask) | (b & ~mask);
+}
+
 inline constexpr std::uint32_t kF32SignMask = 0x80000000u;
 inline constexpr std::uint32_t kF32AbsMask = 0x7fffffffu;
 inline constexpr std::uint32_t kF32InfBits = 0x7f800000u;
@@ -102,31 +109,31 @@ struct SmallFloat {
     const std::uint32_t sign = (u >> 31) * kSignBit;
     const std::uint32_t a = u & kF32AbsMask;
     // Normal target: round the mantissa in the integer domain (ties to even), then rebias.
-    std::uint32_t normal = (a + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
-    normal = normal > kRebias ? normal - kRebias : 0u;
+    const std::uint32_t rounded = (a + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
+    const std::uint32_t normal = select(rounded > kRebias, rounded - kRebias, 0u);
     // Subnormal target: let the fp32 adder do the rounding.
     const float magic = bitsFloat(kSubnormalMagicF32);
     const std::uint32_t sub = floatBits(addRn(bitsFloat(a), magic)) - kSubnormalMagicF32;
-    std::uint32_t mag = a < kMinNormalF32 ? sub : normal;
-    mag = mag > kMaxFinite ? kMaxFinite : mag;                   // saturate finite values
-    const std::uint32_t special = (a == kF32InfBits && kHasInf) ? kInf : kNan;
-    mag = a >= kF32InfBits ? special : mag;
+    std::uint32_t mag = select(a < kMinNormalF32, sub, normal);
+    mag = select(mag > kMaxFinite, kMaxFinite, mag);  // saturate finite values
+    const std::uint32_t special = kHasInf ? select(a == kF32InfBits, kInf, kNan) : kNan;
+    mag = select(a >= kF32InfBits, special, mag);
     return sign | mag;
   }
 
   // code -> fp32 (exact: every small-float value is an fp32 value).
   static ADAPREC_HD float decode(std::uint32_t code) {
-    const std::uint32_t sign = (code & kSignBit) ? kF32SignMask : 0u;
+    const std::uint32_t sign = ((code >> (kBits - 1)) & 1u) << 31;
     const std::uint32_t mag = code & (kSignBit - 1);
     const std::uint32_t exp = mag >> kManBits;
     const std::uint32_t normalBits = (mag << kShift) + (static_cast<std::uint32_t>(127 - kBias) << 23);
-    const float subnormal = mulRn(static_cast<float>(mag & kManMask), exp2Int(1 - kBias - kManBits));
-    std::uint32_t bits = exp == 0 ? floatBits(subnormal) : normalBits;
-    const bool isNan = kHasInf ? (exp == (kExpMask >> kManBits) && (mag & kManMask) != 0)
+    const float subnormal = mulRn(static_cast<float>(static_cast<std::int32_t>(mag & kManMask)),
+                                  exp2Int(1 - kBias - kManBits));
+    std::uint32_t bits = select(exp == 0, floatBits(subnormal), normalBits);
+    const bool isNan = kHasInf ? ((exp == (kExpMask >> kManBits)) & ((mag & kManMask) != 0))
                                : (mag == (kExpMask | kManMask));
-    const bool isInf = kHasInf && mag == kExpMask;
-    bits = isInf ? kF32InfBits : bits;
-    bits = isNan ? kF32QuietNanBits : bits;
+    if constexpr (kHasInf) bits = select(mag == kExpMask, kF32InfBits, bits);
+    bits = select(isNan, kF32QuietNanBits, bits);
     return bitsFloat(bits | sign);
   }
 

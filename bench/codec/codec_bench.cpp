@@ -1,0 +1,156 @@
+// adaprec-codec-bench: host codec throughput per format against memcpy of the same buffer, measured
+// in the same run; plus each format's error on the data and, for Table-N, the cost of building the
+// table and its deviation from exact percentiles.
+//
+// Throughput counts the bytes each operation must read and write:
+//   memcpy      : 4n read + 4n written
+//   encode      : 4n read + E written            (E = encodedBytes)
+//   decode      : E read + 4n written
+//   decodeAdd   : E + 4n read + 4n written
+// and "xmemcpy" is that throughput divided by memcpy's (8n bytes / memcpy time).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "../support/gradient_data.hpp"
+#include "adaprec/codec.hpp"
+#include "adaprec/error.hpp"
+#include "codec/host_kernels.hpp"
+#include "codec/table_build.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class F>
+double medianSeconds(int reps, F&& f) {
+  std::vector<double> t;
+  f();  // warm-up: page faults, caches
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct ErrorStats {
+  double relRms;      // ||x - y|| / ||x||
+  double flushed;     // fraction of non-zero inputs that decode to zero
+  double signFlips;   // fraction of elements whose sign bit changed (must be 0)
+};
+
+ErrorStats errorStats(const std::vector<float>& x, const std::vector<float>& y) {
+  double err = 0, ref = 0;
+  std::size_t nonzero = 0, flushed = 0, flips = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double d = static_cast<double>(x[i]) - y[i];
+    err += d * d;
+    ref += static_cast<double>(x[i]) * x[i];
+    if (x[i] != 0.0f) {
+      ++nonzero;
+      flushed += y[i] == 0.0f;
+    }
+    flips += std::signbit(x[i]) != std::signbit(y[i]);
+  }
+  return {std::sqrt(err / ref), nonzero ? double(flushed) / nonzero : 0.0, double(flips) / x.size()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  CLI::App app{"adaprec-codec-bench: host codec throughput vs memcpy (same run), error per format"};
+  std::size_t count = std::size_t{64} << 20;
+  int reps = 5;
+  std::string formatList = "all";
+  std::string jsonPath;
+  std::uint64_t seed = 1;
+  app.add_option("-n,--count", count, "elements in the tensor (default 64Mi)");
+  app.add_option("-r,--reps", reps, "timed repetitions per measurement (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("-f,--formats", formatList, "comma-separated formats or 'all'");
+  app.add_option("-J,--json", jsonPath, "also write the rows as JSON to this file");
+  app.add_option("--seed", seed, "data seed");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<adaprec::Format> formats;
+  if (formatList == "all") {
+    formats.assign(adaprec::allFormats().begin(), adaprec::allFormats().end());
+  } else {
+    std::stringstream ss(formatList);
+    for (std::string name; std::getline(ss, name, ',');) formats.push_back(adaprec::parseFormat(name));
+  }
+
+  const std::vector<float> x = adaprec::bench::gradientLikeData(count, seed);
+  std::vector<float> y(count), acc(count);
+  const double fp32Bytes = 4.0 * count;
+  const double memcpySeconds = medianSeconds(reps, [&] { std::memcpy(y.data(), x.data(), count * sizeof(float)); });
+  const double memcpyRate = 2 * fp32Bytes / memcpySeconds;
+  std::printf("# %zu elements (%.0f MiB fp32), gradient-like data, seed %llu, host kernels: %s\n", count,
+              fp32Bytes / (1 << 20), static_cast<unsigned long long>(seed), adaprec::codec::hostKernels().isa);
+  std::printf("# memcpy: %.2f GB/s (read+written); xmemcpy = codec throughput / memcpy throughput\n",
+              memcpyRate / 1e9);
+  std::printf("%-7s %6s %9s %9s %9s %9s %9s %9s %10s %8s\n", "format", "ratio", "enc GB/s", "enc x", "dec x",
+              "decAdd x", "enc+dec x", "relRMS", "flushed0", "signflip");
+
+  nlohmann::json rows = nlohmann::json::array();
+  for (adaprec::Format format : formats) {
+    const std::size_t bytes = adaprec::encodedBytes(format, count);
+    std::vector<unsigned char> chunk(bytes);
+    const double enc = medianSeconds(reps, [&] { adaprec::encode(format, x.data(), count, chunk.data(), bytes); });
+    const double dec = medianSeconds(reps, [&] { adaprec::decode(format, chunk.data(), bytes, y.data(), count); });
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const double decAdd =
+        medianSeconds(reps, [&] { adaprec::decodeAdd(format, chunk.data(), bytes, acc.data(), count); });
+    adaprec::decode(format, chunk.data(), bytes, y.data(), count);
+    const ErrorStats err = errorStats(x, y);
+
+    const double encRate = (fp32Bytes + bytes) / enc;
+    const double decRate = (fp32Bytes + bytes) / dec;
+    const double decAddRate = (2 * fp32Bytes + bytes) / decAdd;
+    const double roundTripRate = 2 * (fp32Bytes + bytes) / (enc + dec);
+    const std::string name(adaprec::formatName(format));
+    std::printf("%-7s %6.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.3g %10.4f %8.4f\n", name.c_str(), fp32Bytes / bytes,
+                encRate / 1e9, encRate / memcpyRate, decRate / memcpyRate, decAddRate / memcpyRate,
+                roundTripRate / memcpyRate, err.relRms, err.flushed, err.signFlips);
+    nlohmann::json row = {{"format", name},          {"count", count},
+                          {"ratio", fp32Bytes / bytes}, {"encode_s", enc},
+                          {"decode_s", dec},          {"decode_add_s", decAdd},
+                          {"memcpy_s", memcpySeconds}, {"encode_x_memcpy", encRate / memcpyRate},
+                          {"decode_x_memcpy", decRate / memcpyRate}, {"decode_add_x_memcpy", decAddRate / memcpyRate},
+                          {"roundtrip_x_memcpy", roundTripRate / memcpyRate}, {"rel_rms", err.relRms},
+                          {"flushed_to_zero", err.flushed}, {"sign_flips", err.signFlips}};
+    if (const unsigned bits = adaprec::tableBits(format); bits != 0) {
+      // Table build cost and its deviation from the exact percentiles of the whole tensor.
+      std::vector<float> sampled(std::size_t{1} << (bits - 1)), exact(sampled.size());
+      const double build = medianSeconds(reps, [&] { adaprec::codec::buildTable(x.data(), count, bits, sampled.data()); });
+      adaprec::codec::buildExactTable(x.data(), count, bits, exact.data());
+      double maxDev = 0;
+      for (std::size_t k = 0; k < exact.size(); ++k) {
+        if (exact[k] > 0) maxDev = std::max(maxDev, std::abs(double(sampled[k]) - exact[k]) / exact[k]);
+      }
+      row["table_build_s"] = build;
+      row["table_max_rel_dev_vs_exact"] = maxDev;
+      std::printf("        table build %.3f ms (%.2f%% of encode), max relative deviation from exact percentiles %.4f\n",
+                  build * 1e3, 100 * build / enc, maxDev);
+    }
+    rows.push_back(row);
+  }
+  if (!jsonPath.empty()) {
+    std::ofstream out(jsonPath);
+    ADAPREC_CHECK(out.good(), adaprec::ErrorCode::kIo, "cannot write " << jsonPath);
+    out << rows.dump(2) << "\n";
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "adaprec-codec-bench: %s\n", e.what());
+  return 1;
+}

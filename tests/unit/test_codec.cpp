@@ -1,0 +1,256 @@
+// Chunk-level properties of every format: sizes, documented error bounds, block scales, signs,
+// specials, decodeAdd == acc + decode, and bit-identical output of the generic and AVX2 loops.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "adaprec/codec.hpp"
+#include "adaprec/detail/scalar_convert.hpp"
+#include "adaprec/error.hpp"
+#include "codec/host_kernels.hpp"
+
+using namespace adaprec;
+
+namespace {
+
+std::vector<float> gradientLike(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<double> logScale(-7.0, 1.0);
+  std::vector<float> x(n);
+  float scale = 1.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i % 3000 == 0) scale = static_cast<float>(std::pow(10.0, logScale(rng)));
+    x[i] = normal(rng) * scale;
+  }
+  return x;
+}
+
+std::vector<float> roundTrip(Format f, const std::vector<float>& x) {
+  std::vector<unsigned char> chunk(encodedBytes(f, x.size()));
+  encode(f, x.data(), x.size(), chunk.data(), chunk.size());
+  std::vector<float> y(x.size());
+  decode(f, chunk.data(), chunk.size(), y.data(), y.size());
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("encodedBytes is header + parameters + payload", "[codec]") {
+  CHECK(encodedBytes(Format::kFp32, 0) == 16);
+  CHECK(encodedBytes(Format::kFp32, 5) == 16 + 20);
+  CHECK(encodedBytes(Format::kFp16, 3) == 16 + 6);
+  CHECK(encodedBytes(Format::kFp8, 3) == 16 + 3);
+  CHECK(encodedBytes(Format::kFp8s, 0) == 16);
+  CHECK(encodedBytes(Format::kFp8s, 1) == 16 + 8 + 1);          // one int16 scale, padded to 8
+  CHECK(encodedBytes(Format::kE4m3, 4 * 4096 + 1) == 16 + 16 + 4 * 4096 + 1);
+  CHECK(encodedBytes(Format::kTable1, 9) == 16 + 8 + 2);
+  CHECK(encodedBytes(Format::kTable8, 1) == 16 + 512 + 1);
+  CHECK(encodedBytes(Format::kTable3, 1000) == 16 + 16 + 375);
+}
+
+TEST_CASE("fp32 is lossless bit for bit, specials included", "[codec]") {
+  std::vector<float> x = gradientLike(1001, 1);
+  x[3] = NAN, x[4] = -INFINITY, x[5] = -0.0f, x[6] = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> y = roundTrip(Format::kFp32, x);
+  CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("elementwise formats stay within their documented relative error", "[codec]") {
+  // Half an ulp of the target: 2^-(mantissa bits + 1) relative, for values in the normal range.
+  struct Case {
+    Format format;
+    double relBound;
+    double minNormal;
+  };
+  const Case cases[] = {{Format::kBf16, std::ldexp(1.0, -8), std::ldexp(1.0, -126)},
+                        {Format::kFp16, std::ldexp(1.0, -11), std::ldexp(1.0, -14)},
+                        {Format::kFp8, std::ldexp(1.0, -3), std::ldexp(1.0, -14)}};
+  const std::vector<float> x = gradientLike(100000, 2);
+  for (const Case& c : cases) {
+    const std::vector<float> y = roundTrip(c.format, x);
+    std::size_t checked = 0, bad = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double a = std::fabs(double(x[i]));
+      if (a < c.minNormal || a > 57344) continue;
+      ++checked;
+      bad += std::fabs(double(y[i]) - x[i]) > c.relBound * a;
+    }
+    INFO(formatName(c.format));
+    CHECK(checked > 50000);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("block-scaled formats: scale puts the block max in the top binade; error bound holds", "[codec]") {
+  const std::vector<float> x = gradientLike(3 * kScaleBlock + 123, 3);
+  for (Format f : {Format::kFp8s, Format::kE4m3}) {
+    INFO(formatName(f));
+    const int manBits = f == Format::kFp8s ? 2 : 3;
+    const int bias = f == Format::kFp8s ? 15 : 7;
+    const double maxFinite = f == Format::kFp8s ? 57344.0 : 448.0;
+    std::vector<unsigned char> chunk(encodedBytes(f, x.size()));
+    encode(f, x.data(), x.size(), chunk.data(), chunk.size());
+    std::vector<float> y(x.size());
+    decode(f, chunk.data(), chunk.size(), y.data(), y.size());
+    for (std::size_t b = 0; b * kScaleBlock < x.size(); ++b) {
+      std::int16_t e;
+      std::memcpy(&e, chunk.data() + kChunkHeaderBytes + 2 * b, 2);
+      double amax = 0;
+      const std::size_t end = std::min(x.size(), (b + 1) * kScaleBlock);
+      for (std::size_t i = b * kScaleBlock; i < end; ++i) amax = std::max(amax, std::fabs(double(x[i])));
+      const double scaled = std::ldexp(amax, -e);
+      CHECK(scaled <= maxFinite);
+      CHECK(scaled > maxFinite / 2);
+      // |error| <= half an ulp relative, or half the smallest subnormal step (scaled) absolute.
+      const double absFloor = std::ldexp(1.0, e + 1 - bias - manBits - 1);
+      std::size_t bad = 0;
+      for (std::size_t i = b * kScaleBlock; i < end; ++i) {
+        const double err = std::fabs(double(y[i]) - x[i]);
+        bad += err > std::max(std::ldexp(std::fabs(double(x[i])), -(manBits + 1)), absFloor);
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("fp8 flushes tiny gradients that fp8s keeps", "[codec]") {
+  std::vector<float> x(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 2e-6f * (1.0f + static_cast<float>(i % 7));
+  const std::vector<float> raw = roundTrip(Format::kFp8, x);
+  const std::vector<float> scaled = roundTrip(Format::kFp8s, x);
+  std::size_t rawZero = 0, scaledZero = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) rawZero += raw[i] == 0.0f, scaledZero += scaled[i] == 0.0f;
+  CHECK(rawZero == x.size() * 3 / 7);  // 2e-6..6e-6 are below half of fp8's smallest subnormal 2^-16
+  CHECK(scaledZero == 0);
+}
+
+TEST_CASE("every format keeps signs and maps zero to zero-or-table; specials as documented", "[codec]") {
+  std::vector<float> x = gradientLike(9000, 4);
+  x[10] = 0.0f, x[11] = -0.0f, x[12] = 1e30f, x[13] = -1e30f, x[14] = 1e-42f, x[15] = -1e-42f;
+  for (Format f : allFormats()) {
+    INFO(formatName(f));
+    const std::vector<float> y = roundTrip(f, x);
+    std::size_t flips = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) flips += std::signbit(x[i]) != std::signbit(y[i]);
+    CHECK(flips == 0);
+    CHECK(std::isfinite(y[12]));  // saturation: finite stays finite
+  }
+  std::vector<float> specials = {NAN, -NAN, INFINITY, -INFINITY, 1.0f, -2.0f};
+  for (Format f : {Format::kBf16, Format::kFp16, Format::kFp8, Format::kFp8s}) {
+    INFO(formatName(f));
+    const std::vector<float> y = roundTrip(f, specials);
+    CHECK(std::isnan(y[0]));
+    CHECK(std::isnan(y[1]));
+    CHECK(std::signbit(y[1]));
+    CHECK(y[2] == INFINITY);
+    CHECK(y[3] == -INFINITY);
+    CHECK(y[4] == 1.0f);
+    CHECK(y[5] == -2.0f);
+  }
+  const std::vector<float> e4 = roundTrip(Format::kE4m3, specials);  // E4M3FN has no Inf: NaN, sign kept
+  CHECK(std::isnan(e4[2]));
+  CHECK((std::isnan(e4[3]) && std::signbit(e4[3])));
+  CHECK(e4[4] == 1.0f);
+  CHECK(e4[5] == -2.0f);
+}
+
+TEST_CASE("decodeAdd adds exactly decode's values", "[codec]") {
+  const std::vector<float> x = gradientLike(20011, 5);
+  const std::vector<float> base = gradientLike(20011, 6);
+  for (Format f : allFormats()) {
+    INFO(formatName(f));
+    std::vector<unsigned char> chunk(encodedBytes(f, x.size()));
+    encode(f, x.data(), x.size(), chunk.data(), chunk.size());
+    std::vector<float> decoded(x.size());
+    decode(f, chunk.data(), chunk.size(), decoded.data(), decoded.size());
+    std::vector<float> acc = base;
+    decodeAdd(f, chunk.data(), chunk.size(), acc.data(), acc.size());
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) bad += detail::floatBits(acc[i]) != detail::floatBits(base[i] + decoded[i]);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("chunks need no alignment", "[codec]") {
+  const std::vector<float> x = gradientLike(777, 7);
+  for (Format f : allFormats()) {
+    INFO(formatName(f));
+    const std::size_t bytes = encodedBytes(f, x.size());
+    std::vector<unsigned char> aligned(bytes), shifted(bytes + 3);
+    encode(f, x.data(), x.size(), aligned.data(), bytes);
+    encode(f, x.data(), x.size(), shifted.data() + 3, bytes);
+    CHECK(std::memcmp(aligned.data(), shifted.data() + 3, bytes) == 0);
+    std::vector<float> a(x.size()), b(x.size());
+    decode(f, aligned.data(), bytes, a.data(), a.size());
+    decode(f, shifted.data() + 3, bytes, b.data(), b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("generic and AVX2 loops produce identical bytes and values", "[codec][isa]") {
+  const codec::HostKernels* fast = codec::avx2HostKernels();
+  if (fast == nullptr) {
+    WARN("no x86-64-v3 kernels on this CPU/build: nothing to compare");
+    return;
+  }
+  const codec::HostKernels& slow = codec::genericHostKernels();
+  std::vector<float> x = gradientLike(3 * kScaleBlock + 77, 8);
+  x[5] = NAN, x[6] = -INFINITY, x[7] = 1e-42f, x[8] = -0.0f, x[9] = 7e4f;
+  const std::size_t n = x.size();
+  auto same = [](const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) { return a == b; };
+  using Enc16 = void (*)(const float*, std::size_t, std::uint8_t*);
+  using Dec16 = void (*)(const std::uint8_t*, std::size_t, float*);
+  const std::pair<Enc16, Enc16> enc16[] = {{slow.encodeF16, fast->encodeF16}, {slow.encodeBf16, fast->encodeBf16}};
+  const std::pair<Dec16, Dec16> dec16[] = {{slow.decodeF16, fast->decodeF16}, {slow.decodeBf16, fast->decodeBf16},
+                                           {slow.decodeAddF16, fast->decodeAddF16}, {slow.decodeAddBf16, fast->decodeAddBf16}};
+  for (auto [a, b] : enc16) {
+    std::vector<unsigned char> ea(2 * n), eb(2 * n);
+    a(x.data(), n, ea.data());
+    b(x.data(), n, eb.data());
+    CHECK(same(ea, eb));
+  }
+  std::vector<unsigned char> codes(2 * n);
+  std::mt19937 rng(9);
+  for (auto& c : codes) c = static_cast<unsigned char>(rng());
+  for (auto [a, b] : dec16) {
+    std::vector<float> da(n, 1.0f), db(n, 1.0f);
+    a(codes.data(), n, da.data());
+    b(codes.data(), n, db.data());
+    CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
+  }
+  std::vector<unsigned char> exps(2 * (n / kScaleBlock + 1));
+  for (bool scaled : {false, true}) {
+    for (auto [a, b] : {std::pair{slow.encodeFp8, fast->encodeFp8}, std::pair{slow.encodeE4m3, fast->encodeE4m3}}) {
+      std::vector<unsigned char> ea(n), eb(n), xa(exps.size()), xb(exps.size());
+      a(x.data(), n, scaled ? xa.data() : nullptr, ea.data());
+      b(x.data(), n, scaled ? xb.data() : nullptr, eb.data());
+      CHECK(same(ea, eb));
+      CHECK(same(xa, xb));
+      exps = xa;
+    }
+    for (auto [a, b] : {std::pair{slow.decodeFp8, fast->decodeFp8}, std::pair{slow.decodeE4m3, fast->decodeE4m3},
+                        std::pair{slow.decodeAddFp8, fast->decodeAddFp8}, std::pair{slow.decodeAddE4m3, fast->decodeAddE4m3}}) {
+      std::vector<float> da(n, 1.0f), db(n, 1.0f);
+      a(codes.data(), n, scaled ? exps.data() : nullptr, da.data());
+      b(codes.data(), n, scaled ? exps.data() : nullptr, db.data());
+      CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
+    }
+  }
+  for (unsigned bits = 1; bits <= 8; ++bits) {
+    const std::size_t k = std::size_t{1} << (bits - 1);
+    std::vector<float> mids(k), table(2 * k);
+    for (std::size_t i = 0; i < k; ++i) table[i] = std::ldexp(1.0f, static_cast<int>(i) - 12), table[k + i] = -table[i];
+    for (std::size_t i = 0; i + 1 < k; ++i) mids[i] = detail::addRn(0.5f * table[i], 0.5f * table[i + 1]);
+    std::vector<unsigned char> ea((n * bits + 7) / 8), eb(ea.size());
+    CHECK(slow.encodeTable(x.data(), n, bits, mids.data(), ea.data()) == fast->encodeTable(x.data(), n, bits, mids.data(), eb.data()));
+    CHECK(same(ea, eb));
+    std::vector<float> da(n, 1.0f), db(n, 1.0f);
+    slow.decodeAddTable(ea.data(), n, bits, table.data(), da.data());
+    fast->decodeAddTable(ea.data(), n, bits, table.data(), db.data());
+    CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
+  }
+}

@@ -1,0 +1,161 @@
+// Table-N: the percentile table follows the spec (exact order statistics for small chunks, the
+// stratified sample for large ones), elements code to the nearest entry, codes pack into the
+// LSB-first bit stream at every N and awkward count, signs survive, NaN/Inf poison the chunk.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "adaprec/codec.hpp"
+#include "adaprec/detail/table_spec.hpp"
+
+using namespace adaprec;
+
+namespace {
+
+Format tableFormat(unsigned bits) { return static_cast<Format>(static_cast<unsigned>(Format::kTable1) + bits - 1); }
+
+std::vector<unsigned char> encodeChunk(Format f, const std::vector<float>& x) {
+  std::vector<unsigned char> chunk(encodedBytes(f, x.size()));
+  encode(f, x.data(), x.size(), chunk.data(), chunk.size());
+  return chunk;
+}
+
+std::vector<float> tableOf(const std::vector<unsigned char>& chunk, unsigned bits) {
+  std::vector<float> t(std::size_t{1} << (bits - 1));
+  std::memcpy(t.data(), chunk.data() + kChunkHeaderBytes, t.size() * sizeof(float));
+  return t;
+}
+
+// The spec's table computed independently: sorted finite |x| of the listed positions, then ranks.
+std::vector<float> specTable(const std::vector<float>& x, const std::vector<std::size_t>& positions, unsigned bits) {
+  std::vector<double> mags;
+  for (std::size_t p : positions) {
+    if (std::isfinite(x[p])) mags.push_back(std::fabs(static_cast<double>(x[p])));
+  }
+  std::sort(mags.begin(), mags.end());
+  const std::size_t k = std::size_t{1} << (bits - 1);
+  std::vector<float> t(k, 0.0f);
+  if (mags.empty()) return t;
+  for (std::size_t i = 1; i <= k; ++i) {
+    // floor(0.99 * i/K * (m-1)) with integers, as the spec states.
+    t[i - 1] = static_cast<float>(mags[(99 * i * (mags.size() - 1)) / (100 * k)]);
+  }
+  return t;
+}
+
+std::uint32_t codeAt(const unsigned char* payload, std::size_t i, unsigned bits) {
+  std::uint32_t code = 0;
+  for (unsigned b = 0; b < bits; ++b) {
+    const std::size_t bit = i * bits + b;
+    code |= static_cast<std::uint32_t>((payload[bit / 8] >> (bit % 8)) & 1u) << b;
+  }
+  return code;
+}
+
+std::vector<float> randomData(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("Table-N table: exact percentiles for chunks up to the sample size", "[table]") {
+  std::vector<float> x(100);
+  for (int i = 0; i < 100; ++i) x[static_cast<std::size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * static_cast<float>(100 - i);
+  // |x| = 1..100: table1 holds rank floor(0.99*99) = 98 -> 99; table2 ranks 49 and 98 -> 50, 99.
+  CHECK(tableOf(encodeChunk(Format::kTable1, x), 1) == std::vector<float>{99.0f});
+  CHECK(tableOf(encodeChunk(Format::kTable2, x), 2) == std::vector<float>{50.0f, 99.0f});
+  std::vector<std::size_t> all(x.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  for (unsigned bits = 1; bits <= 8; ++bits) {
+    INFO("bits " << bits);
+    CHECK(tableOf(encodeChunk(tableFormat(bits), x), bits) == specTable(x, all, bits));
+  }
+}
+
+TEST_CASE("Table-N table: the stratified sample of the spec for large chunks", "[table]") {
+  for (std::size_t n : {kTableSampleCount + 1, std::size_t{10007}, std::size_t{1} << 20}) {
+    const std::vector<float> x = randomData(n, n);
+    std::vector<std::size_t> positions;
+    for (std::size_t j = 0; j < kTableSampleCount; ++j) {
+      const std::size_t p = detail::tableSamplePosition(j, n, kTableSampleCount);
+      REQUIRE(p >= j * n / kTableSampleCount);            // inside stratum j
+      REQUIRE(p < (j + 1) * n / kTableSampleCount);
+      positions.push_back(p);
+    }
+    for (unsigned bits : {1u, 4u, 8u}) {
+      INFO("n " << n << " bits " << bits);
+      CHECK(tableOf(encodeChunk(tableFormat(bits), x), bits) == specTable(x, positions, bits));
+    }
+  }
+}
+
+TEST_CASE("Table-N coding: nearest entry, sign kept, packing at every N and count", "[table]") {
+  for (unsigned bits = 1; bits <= 8; ++bits) {
+    for (std::size_t n : {0, 1, 2, 7, 8, 9, 15, 16, 17, 511, 512, 513, 1000, 4099, 100003}) {
+      INFO("bits " << bits << " n " << n);
+      std::vector<float> x = randomData(n, 7 * n + bits);
+      if (n > 3) x[1] = 0.0f, x[2] = -0.0f;
+      const Format f = tableFormat(bits);
+      const auto chunk = encodeChunk(f, x);
+      REQUIRE(chunk.size() == kChunkHeaderBytes + ((4 * (std::size_t{1} << (bits - 1)) + 7) / 8 * 8) + (n * bits + 7) / 8);
+      const std::vector<float> t = tableOf(chunk, bits);
+      const unsigned char* payload = chunk.data() + chunk.size() - (n * bits + 7) / 8;
+      std::vector<float> y(n);
+      decode(f, chunk.data(), chunk.size(), y.data(), n);
+      bool ok = true;
+      for (std::size_t i = 0; i < n && ok; ++i) {
+        const std::uint32_t code = codeAt(payload, i, bits);
+        const std::uint32_t idx = code & ((1u << (bits - 1)) - 1);
+        const bool negative = code >> (bits - 1);
+        ok &= negative == std::signbit(x[i]);                        // sign bit of the input
+        ok &= std::signbit(y[i]) == std::signbit(x[i]);              // sign of the output
+        ok &= std::fabs(y[i]) == t[idx];
+        const double a = std::fabs(static_cast<double>(x[i]));
+        for (float other : t) ok &= std::fabs(a - t[idx]) <= std::fabs(a - other) * (1 + 1e-6) + 1e-30;
+        if (!ok) UNSCOPED_INFO("element " << i << " x " << x[i] << " y " << y[i] << " code " << code);
+      }
+      REQUIRE(ok);
+    }
+  }
+}
+
+TEST_CASE("Table-N: values equal to table entries decode exactly; ties go to the smaller entry", "[table]") {
+  // Four distinct magnitudes, so a table4 (8 entries) built on them contains each exactly.
+  std::vector<float> x;
+  for (int i = 0; i < 400; ++i) x.push_back((i % 3 ? 1.0f : -1.0f) * static_cast<float>(1 << (i % 4)));
+  const auto chunk = encodeChunk(Format::kTable4, x);
+  std::vector<float> y(x.size());
+  decode(Format::kTable4, chunk.data(), chunk.size(), y.data(), y.size());
+  CHECK(y == x);
+  // Midpoint tie: 1.5 lies halfway between entries 1 and 2 and must take the smaller one.
+  std::vector<float> tie(x);
+  tie[0] = 1.5f;
+  const auto tieChunk = encodeChunk(Format::kTable4, tie);
+  decode(Format::kTable4, tieChunk.data(), tieChunk.size(), y.data(), y.size());
+  CHECK(y[0] == 1.0f);
+}
+
+TEST_CASE("Table-N: NaN or Inf anywhere poisons the chunk; the table ignores them", "[table]") {
+  std::vector<float> x = randomData(5000, 3);
+  std::vector<float> clean = x;
+  x[4321] = NAN;
+  x[17] = -INFINITY;
+  const auto chunk = encodeChunk(Format::kTable3, x);
+  CHECK(inspectChunk(chunk.data(), chunk.size()).nonFinite);
+  CHECK_FALSE(inspectChunk(encodeChunk(Format::kTable3, clean).data(), encodedBytes(Format::kTable3, clean.size())).nonFinite);
+  std::vector<float> y(x.size(), 1.0f);
+  decodeAdd(Format::kTable3, chunk.data(), chunk.size(), y.data(), y.size());
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return std::isnan(v); }));
+  // All non-finite: the table is all zeros and the chunk still decodes to NaN.
+  std::vector<float> bad(10, NAN);
+  const auto badChunk = encodeChunk(Format::kTable2, bad);
+  CHECK(tableOf(badChunk, 2) == std::vector<float>{0.0f, 0.0f});
+}
