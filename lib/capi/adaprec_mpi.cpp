@@ -1,0 +1,168 @@
+// The C API: AdaPrec_Allreduce with MPI_Allreduce's exact signature. Float sums at or above
+// ADAPREC_MIN_BYTES go through a Communicator cached on the MPI communicator as an attribute (so it
+// is freed with the communicator); everything else goes to PMPI_Allreduce untouched. No exception
+// crosses this file's functions: errors go through the communicator's MPI error handler, like MPI's own.
+#include "adaprec/adaprec_mpi.h"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "adaprec/communicator.hpp"
+#include "adaprec/communicator_mpi.hpp"
+#include "adaprec/error.hpp"
+#include "capi/capi_config.hpp"
+
+namespace {
+
+using adaprec::AllreduceOptions;
+using adaprec::AllreduceStats;
+using adaprec::Communicator;
+
+struct Counters {
+  std::atomic<std::uint64_t> intercepted{0};
+  std::atomic<std::uint64_t> passedThrough{0};
+  std::atomic<std::uint64_t> fp32Bytes{0};
+  std::atomic<std::uint64_t> wireBytes{0};
+  std::atomic<std::uint64_t> nanoseconds{0};
+};
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+std::mutex& keyvalMutex() {
+  static std::mutex m;
+  return m;
+}
+int communicatorKeyval = MPI_KEYVAL_INVALID;
+
+int deleteCommunicator(MPI_Comm, int, void* value, void*) {
+  delete static_cast<Communicator*>(value);
+  return MPI_SUCCESS;
+}
+
+// The Communicator cached on `comm`, created (collectively) on first use.
+Communicator& communicatorFor(MPI_Comm comm) {
+  {
+    std::lock_guard lock(keyvalMutex());
+    if (communicatorKeyval == MPI_KEYVAL_INVALID)
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteCommunicator, &communicatorKeyval, nullptr);
+  }
+  void* value = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm, communicatorKeyval, &value, &found);
+  if (found) return *static_cast<Communicator*>(value);
+  auto* created = new Communicator(adaprec::makeMpiCommunicator(comm));
+  MPI_Comm_set_attr(comm, communicatorKeyval, created);
+  return *created;
+}
+
+int passThrough(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm) {
+  counters().passedThrough.fetch_add(1, std::memory_order_relaxed);
+  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int errorClassFor(adaprec::ErrorCode code) {
+  switch (code) {
+    case adaprec::ErrorCode::kMismatch: return MPI_ERR_COUNT;
+    case adaprec::ErrorCode::kInvalidArgument: return MPI_ERR_ARG;
+    case adaprec::ErrorCode::kTransport: return MPI_ERR_OTHER;
+    default: return MPI_ERR_INTERN;
+  }
+}
+
+}  // namespace
+
+extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                                 MPI_Op op, MPI_Comm comm) {
+  const adaprec::EnvironmentConfig& config = adaprec::detail::capiConfigOrAbort();
+  if (datatype != MPI_FLOAT || op != MPI_SUM || comm == MPI_COMM_NULL || count <= 0)
+    return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
+  int inter = 0;
+  MPI_Comm_test_inter(comm, &inter);
+  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
+  // Default fp32 + auto means "behave exactly like MPI": the very same PMPI_Allreduce call.
+  const bool plainFp32 = config.format.selection == adaprec::Selection::kFixed &&
+                         config.format.format == adaprec::Format::kFp32 &&
+                         config.algorithm == adaprec::Algorithm::kAuto;
+  if (inter || bytes < config.minBytes || plainFp32)
+    return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
+
+  try {
+    Communicator& communicator = communicatorFor(comm);
+    AllreduceOptions options;
+    options.format = config.format;
+    options.algorithm = config.algorithm;
+    // Error feedback needs a tensor identity; unmodified programs reuse their gradient buffers.
+    if (options.format.errorFeedback)
+      options.key = std::to_string(reinterpret_cast<std::uintptr_t>(recvbuf)) + ":" +
+                    std::to_string(count);
+    float* recv = static_cast<float*>(recvbuf);
+    const float* send = sendbuf == MPI_IN_PLACE ? recv : static_cast<const float*>(sendbuf);
+    const AllreduceStats stats =
+        communicator.allreduce(send, recv, static_cast<std::size_t>(count), options);
+    Counters& c = counters();
+    c.intercepted.fetch_add(1, std::memory_order_relaxed);
+    c.fp32Bytes.fetch_add(stats.fp32Bytes, std::memory_order_relaxed);
+    c.wireBytes.fetch_add(stats.wireBytes, std::memory_order_relaxed);
+    c.nanoseconds.fetch_add(static_cast<std::uint64_t>(stats.totalSeconds * 1e9),
+                            std::memory_order_relaxed);
+    return MPI_SUCCESS;
+  } catch (const adaprec::Error& e) {
+    std::fprintf(stderr, "adaprec: AdaPrec_Allreduce failed: %s\n", e.what());
+    const int code = errorClassFor(e.code());
+    MPI_Comm_call_errhandler(comm, code);
+    return code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adaprec: AdaPrec_Allreduce failed: %s\n", e.what());
+    MPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+    return MPI_ERR_INTERN;
+  }
+}
+
+extern "C" void AdaPrec_GetStats(AdaPrec_Stats* stats) {
+  if (stats == nullptr) return;
+  const Counters& c = counters();
+  stats->intercepted = c.intercepted.load();
+  stats->passedThrough = c.passedThrough.load();
+  stats->fp32Bytes = c.fp32Bytes.load();
+  stats->wireBytes = c.wireBytes.load();
+  stats->seconds = static_cast<double>(c.nanoseconds.load()) * 1e-9;
+}
+
+extern "C" void AdaPrec_ResetStats(void) {
+  Counters& c = counters();
+  c.intercepted = 0;
+  c.passedThrough = 0;
+  c.fp32Bytes = 0;
+  c.wireBytes = 0;
+  c.nanoseconds = 0;
+}
+
+extern "C" void AdaPrec_PrintStats(void) {
+  AdaPrec_Stats mine;
+  AdaPrec_GetStats(&mine);
+  std::uint64_t local[5] = {mine.intercepted, mine.passedThrough, mine.fp32Bytes, mine.wireBytes,
+                            static_cast<std::uint64_t>(mine.seconds * 1e9)};
+  std::uint64_t total[5] = {0, 0, 0, 0, 0};
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  PMPI_Reduce(local, total, 5, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank != 0) return;
+  const adaprec::EnvironmentConfig& config = adaprec::detail::capiConfigOrAbort();
+  const double ratio = total[3] == 0 ? 0.0 : static_cast<double>(total[2]) / static_cast<double>(total[3]);
+  std::fprintf(stderr,
+               "adaprec: stats over %d ranks: format=%s algo=%s intercepted=%llu passed_through=%llu "
+               "fp32_bytes=%llu sent_bytes=%llu compression=%.2fx seconds=%.6f\n",
+               size, adaprec::toString(config.format).c_str(),
+               std::string(adaprec::algorithmName(config.algorithm)).c_str(),
+               static_cast<unsigned long long>(total[0]), static_cast<unsigned long long>(total[1]),
+               static_cast<unsigned long long>(total[2]), static_cast<unsigned long long>(total[3]),
+               ratio, static_cast<double>(total[4]) * 1e-9);
+}

@@ -1,0 +1,41 @@
+// A multi-rank verdict for plain MPI test mains: each rank records its failures, then all ranks
+// agree on the total before the process exits, so one failing rank cannot leave the others waiting.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+
+namespace adaprec::test {
+
+class Verdict {
+ public:
+  explicit Verdict(MPI_Comm comm) : comm_(comm) { MPI_Comm_rank(comm, &rank_); }
+
+  void check(bool ok, const std::string& what) {
+    ++checks_;
+    if (ok) return;
+    ++failures_;
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank_, what.c_str());
+  }
+
+  // Collective: the summed failures of all ranks; rank 0 prints the summary. Returns the exit code.
+  int finish(const char* name) {
+    int total = 0;
+    int checks = 0;
+    PMPI_Allreduce(&failures_, &total, 1, MPI_INT, MPI_SUM, comm_);
+    PMPI_Allreduce(&checks_, &checks, 1, MPI_INT, MPI_SUM, comm_);
+    if (rank_ == 0)
+      std::printf("%s: %d checks over all ranks, %d failed\n", name, checks, total);
+    return total == 0 ? 0 : 1;
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int checks_ = 0;
+  int failures_ = 0;
+};
+
+}  // namespace adaprec::test
