@@ -25,7 +25,7 @@ void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::strin
   int failed = !localError.empty(), anyFailed = 0;
   MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm);
   if (!anyFailed) return;
-  if (failed) ADAPREC_FAIL(ErrorCode::kMalformedInput, localError);
+  if (failed) throw Error(ErrorCode::kMalformedInput, localError);  // already formatted: keep it as it was
   ADAPREC_FAIL(ErrorCode::kMismatch, what << " failed on another rank");
 }
 
