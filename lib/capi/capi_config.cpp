@@ -2,9 +2,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "adaprec/error.hpp"
 
@@ -21,6 +24,11 @@ const EnvironmentConfig& capiConfigOrAbort() {
       std::string message = e.what();
       const std::size_t cut = message.find(" [");
       if (cut != std::string::npos) message.resize(cut);
+      // Every rank reads the same environment: rank 0 reports and aborts the job; the others give it
+      // time to do so, so the job log holds one line, and report themselves only if it did not.
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
       std::fprintf(stderr, "%s\n", message.c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Tests libadaprec-preload.so on an unmodified C MPI program (preload_probe.c).
+
+usage: run_preload.py MPIRUN PROBE PRELOAD_LIB NP [mpirun args...]
+
+1. Without the preload: the baseline (probe checks exact results itself).
+2. Preloaded, no ADAPREC_* set, and ADAPREC_FORMAT=fp32 ADAPREC_STATS=1: every line bit-identical to
+   the baseline; the stats line reports 0 intercepted calls.
+3. Preloaded with lossy formats: float sums >= ADAPREC_MIN_BYTES are compressed (their bytes differ
+   from the baseline, the probe checks them within the documented bound), every other call is
+   bit-identical to the baseline, stats report intercepted calls and fewer bytes sent than fp32.
+4. Invalid values: the job stops with one line naming the variable and the valid values.
+"""
+import os
+import re
+import subprocess
+import sys
+
+mpirun, probe, preload, np = sys.argv[1:5]
+mpirun_args = sys.argv[5:]
+failures = []
+
+
+def run(env_vars, tolerance="0", use_preload=True):
+    cmd = [mpirun] + mpirun_args + ["-np", np]
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("ADAPREC_"):
+            del env[k]
+    names = dict(env_vars)
+    if use_preload:
+        names["LD_PRELOAD"] = preload
+    for k, v in names.items():
+        env[k] = v
+        cmd += ["-x", k]
+    cmd += [probe, tolerance]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    lines = dict(l.split() for l in p.stdout.splitlines() if l.count(" ") == 1)
+    return p.returncode, lines, p.stderr
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+rc, base, err = run({}, use_preload=False)
+check(rc == 0 and base.get("failures") == "0", f"baseline without preload (rc={rc}) {err[-500:]}")
+
+for env in ({}, {"ADAPREC_FORMAT": "fp32", "ADAPREC_STATS": "1"}):
+    rc, got, err = run(env)
+    check(rc == 0 and got == base, f"preload {env}: identical to plain MPI (rc={rc}) {err[-500:]}")
+    if env:
+        m = re.search(r"adaprec: stats over \d+ ranks: .* intercepted=(\d+) passed_through=(\d+)", err)
+        check(m is not None and m.group(1) == "0" and int(m.group(2)) > 0,
+              f"fp32 stats line reports only pass-through calls: {err.strip()[-300:]}")
+
+# (env, probe tolerance relative to sum|x|: ((1+u)^Q - 1) for the algorithm's Q, docs/algorithms.md)
+lossy = [
+    ({"ADAPREC_FORMAT": "fp8", "ADAPREC_ALGO": "twoshot"}, (1 + 2**-3) ** 2 - 1),
+    ({"ADAPREC_FORMAT": "bf16", "ADAPREC_ALGO": "ring"}, (1 + 2**-8) ** int(np) - 1),
+    ({"ADAPREC_FORMAT": "fp16+ef"}, (1 + 2**-11) ** 2 - 1),  # auto -> twoshot for 400 KB, np <= 8
+]
+for env, tol in lossy:
+    env = dict(env, ADAPREC_MIN_BYTES="4096", ADAPREC_STATS="1")
+    rc, got, err = run(env, tolerance=repr(tol * 1.0001))
+    check(rc == 0 and got.get("failures") == "0", f"preload {env}: probe checks pass (rc={rc}) {err[-800:]}")
+    same = [k for k in base if not k.startswith("floatsum-large")]
+    check(all(got.get(k) == base[k] for k in same), f"preload {env}: non-float-sum calls bit-identical")
+    if int(np) > 1 and env["ADAPREC_FORMAT"] == "fp8":
+        # Small integers are exact in 16-bit formats; in fp8 (2 mantissa bits) they are not.
+        changed = [k for k in base if k.startswith("floatsum-large") and got.get(k) != base[k]]
+        check(len(changed) >= 1, f"preload {env}: large float sums were compressed (changed: {changed})")
+        m = re.search(r"intercepted=(\d+) passed_through=(\d+) fp32_bytes=(\d+) sent_bytes=(\d+)", err)
+        check(m is not None and int(m.group(1)) == 3 * int(np) and int(m.group(4)) < int(m.group(3)),
+              f"preload {env}: stats line {m.group(0) if m else err.strip()[-300:]}")
+
+for name, value in (("ADAPREC_FORMAT", "fp7"), ("ADAPREC_ALGO", "tree"), ("ADAPREC_MIN_BYTES", "-5"),
+                    ("ADAPREC_STATS", "yes")):
+    rc, got, err = run({name: value})
+    check(rc != 0 and err.count(f"{name}='{value}' is invalid; valid values:") == 1,
+          f"invalid {name}={value} stops the job with a clear line (rc={rc}): {err.strip()[:300]}")
+
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)
