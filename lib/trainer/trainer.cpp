@@ -45,6 +45,8 @@ Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset tes
   ADAPREC_CHECK_ARG(stepsPerEpoch_ > 0, "global batch " << global << " (" << size_ << " ranks x " << config_.batch
                                                          << ") exceeds the " << train_.count() << " training images");
   config_.schedule.globalBatch = static_cast<double>(global);
+  // --lr-batch 0: --lr is the rate of one rank's batch, so the peak scales with the rank count.
+  if (config_.schedule.referenceBatch <= 0) config_.schedule.referenceBatch = config_.batch;
   config_.schedule.totalEpochs = config_.epochs;
   config_.schedule.check();
   backend_ = makeBackend(config_.backend);

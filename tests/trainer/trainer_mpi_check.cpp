@@ -106,27 +106,51 @@ int main(int argc, char** argv) {
     return why;
   });
 
-  for (const char* model : {"mlp", "cnn"}) {
-    check(std::string("fp32: ") + std::to_string(gSize) + " ranks x batch b == 1 rank x batch " +
-              std::to_string(gSize) + "b (" + model + ")",
-          [model] {
-            const int b = 4;
-            RunOptions o = smallRun(model, b, 960);
-            o.trainer.maxSteps = std::string(model) == "mlp" ? 30 : 8;
-            o.trainer.evalSamples = 40;
-            o.testLimit = 40;
-            const RunResult distributed = runTraining(o, MPI_COMM_WORLD);
-            RunOptions single = o;
-            single.trainer.batch = b * gSize;
-            const RunResult reference = runTraining(single, MPI_COMM_SELF);
-            double worst = 0;
-            const double rel = maxRelativeDifference(distributed.parameters, reference.parameters, &worst);
-            if (gRank == 0) std::printf("  relative L2 difference %.3g, max abs %.3g\n", rel, worst);
-            // Only the summation order differs: a few float roundings per step, accumulated.
-            if (rel > 1e-5) return "relative L2 difference " + std::to_string(rel) + " > 1e-5";
-            if (gSize == 1 && rel != 0.0) return std::string("one rank must reproduce itself exactly");
-            return std::string();
-          });
+  std::vector<std::string> reducers = {"mpi"};
+  if (kHaveCommunicatorReducer) reducers.push_back("adaprec");
+  for (const std::string& reducer : reducers) {
+    for (const char* model : {"mlp", "cnn"}) {
+      check("fp32 via " + reducer + ": " + std::to_string(gSize) + " ranks x batch b == 1 rank x batch " +
+                std::to_string(gSize) + "b (" + model + ")",
+            [model, reducer] {
+              const int b = 4;
+              RunOptions o = smallRun(model, b, 960);
+              o.reducer = reducer;
+              o.trainer.schedule.referenceBatch = b * gSize;  // the same rate for both runs
+              o.trainer.maxSteps = std::string(model) == "mlp" ? 30 : 8;
+              o.trainer.evalSamples = 40;
+              o.testLimit = 40;
+              const RunResult distributed = runTraining(o, MPI_COMM_WORLD);
+              RunOptions single = o;
+              single.trainer.batch = b * gSize;
+              single.reducer = "mpi";
+              const RunResult reference = runTraining(single, MPI_COMM_SELF);
+              double worst = 0;
+              const double rel = maxRelativeDifference(distributed.parameters, reference.parameters, &worst);
+              if (gRank == 0) std::printf("  relative L2 difference %.3g, max abs %.3g\n", rel, worst);
+              // Only the summation order differs: a few float roundings per step, accumulated.
+              if (rel > 1e-5) return "relative L2 difference " + std::to_string(rel) + " > 1e-5";
+              if (gSize == 1 && rel != 0.0) return std::string("one rank must reproduce itself exactly");
+              return std::string();
+            });
+    }
+  }
+
+  if (kHaveCommunicatorReducer) {
+    check("lossy formats (fp16 fused, table2+ef per layer) still learn, ranks stay identical", [] {
+      std::string why;
+      for (const auto& [format, bucketing] : {std::pair{"fp16", "fused"}, std::pair{"table2+ef", "layer"}}) {
+        RunOptions o = smallRun("mlp", 16, 1200);
+        o.reducer = "adaprec";
+        o.format = format;
+        o.bucketing = bucketing;
+        o.trainer.epochs = 2;
+        o.trainer.hashEvery = 1;  // a divergence would throw at the step it happens
+        const RunResult r = runTraining(o, MPI_COMM_WORLD);
+        if (!(r.final.accuracy > 0.85)) why += std::string(format) + ": accuracy " + std::to_string(r.final.accuracy) + "; ";
+      }
+      return why;
+    });
   }
 
   check("resume from a checkpoint is bit-identical to an uninterrupted run", [] {
