@@ -28,6 +28,11 @@ struct BenchRow {
   int nodes = 1;
   std::string transport;
   std::optional<double> predictedUs;  // --model
+  // Where an AdaPrec row's time went (its last timed call, max over ranks; JSON/CSV only): encode,
+  // decode/decodeAdd, blocked on transfers. Empty for the baseline.
+  std::optional<double> encodeUs;
+  std::optional<double> decodeUs;
+  std::optional<double> transferUs;
 };
 
 // Column header and the row, aligned; `model` adds the predicted and model-error columns.

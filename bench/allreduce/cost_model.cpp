@@ -48,6 +48,33 @@ double halfRoundTrip(Transport& transport, int peer, std::size_t bytes, int reps
   return me == 0 ? median(times) : 0.0;
 }
 
+// Collective: each rank of `members` (in ring order) sends kLargeBytes to the next one while receiving
+// from the previous one, the pattern of an allreduce step; every rank returns the bytes per second a
+// member achieved (slowest member). Members share cores and links the way an allreduce's ranks do.
+double ringBytesPerSecond(Transport& transport, RankCollectives& ranks, const std::vector<int>& members,
+                          double alphaSeconds) {
+  std::vector<char> out(kLargeBytes, 1);
+  std::vector<char> in(kLargeBytes, 0);
+  const auto me = std::find(members.begin(), members.end(), transport.rank());
+  std::vector<double> times;
+  for (int rep = 0; rep <= kLargeReps; ++rep) {  // rep 0 opens the connections
+    ranks.barrier();
+    const auto start = Clock::now();
+    if (me != members.end() && members.size() > 1) {
+      const std::size_t i = static_cast<std::size_t>(me - members.begin());
+      const int next = members[(i + 1) % members.size()];
+      const int previous = members[(i + members.size() - 1) % members.size()];
+      RequestPtr receive = transport.irecv(previous, in.data(), in.size(), kPingTag);
+      RequestPtr send = transport.isend(next, out.data(), out.size(), kPingTag);
+      send->wait();
+      receive->wait();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (rep > 0) times.push_back(ranks.maxOverRanks(seconds));
+  }
+  return static_cast<double>(kLargeBytes) / std::max(median(times) - alphaSeconds, 1e-9);
+}
+
 // Collective; every rank returns rank 0's measurement of the link to `peer`.
 LinkEstimate measureLink(Transport& transport, RankCollectives& ranks, int peer) {
   ranks.barrier();
@@ -85,13 +112,29 @@ CostModel CostModel::measure(Transport& transport, RankCollectives& ranks, std::
 
   int interPeer = -1;
   int intraPeer = -1;
-  for (int r = 1; r < ranks.size(); ++r) {
-    if (ids[static_cast<std::size_t>(r)] != ids[0] && interPeer < 0) interPeer = r;
-    if (ids[static_cast<std::size_t>(r)] == ids[0] && intraPeer < 0) intraPeer = r;
+  std::vector<int> leaders;  // lowest rank of each node
+  std::set<int> seen;
+  for (int r = 0; r < ranks.size(); ++r) {
+    const int id = ids[static_cast<std::size_t>(r)];
+    if (seen.insert(id).second) leaders.push_back(r);
+    if (r == 0) continue;
+    if (id != ids[0] && interPeer < 0) interPeer = r;
+    if (id == ids[0] && intraPeer < 0) intraPeer = r;
   }
   if (intraPeer >= 0) model.intra_ = measureLink(transport, ranks, intraPeer);
   model.inter_ = interPeer >= 0 ? measureLink(transport, ranks, interPeer) : model.intra_;
   if (intraPeer < 0) model.intra_ = model.inter_;
+  // Bandwidth while everyone sends at once: all ranks (flat algorithms), node leaders (hierarchical).
+  std::vector<int> everyone(static_cast<std::size_t>(ranks.size()));
+  for (int r = 0; r < ranks.size(); ++r) everyone[static_cast<std::size_t>(r)] = r;
+  model.flat_ = model.nodes_ > 1 ? model.inter_ : model.intra_;
+  model.leaders_ = model.inter_;
+  if (ranks.size() > 1) model.flat_.bytesPerSecond = ringBytesPerSecond(transport, ranks, everyone, model.flat_.alphaSeconds);
+  if (leaders.size() > 1 && leaders.size() < everyone.size()) {
+    model.leaders_.bytesPerSecond = ringBytesPerSecond(transport, ranks, leaders, model.leaders_.alphaSeconds);
+  } else {
+    model.leaders_ = model.flat_;
+  }
 
   std::set<Format> wanted(formats.begin(), formats.end());
   wanted.insert(Format::kFp32);
@@ -121,7 +164,7 @@ const CodecEstimate& CostModel::codec(Format format) const {
 
 // Per rank, for `ranks` ranks, c = ceil(n / ranks), E(m) = encodedBytes(format, m), L = ceil(log2 ranks):
 //   ring            steps 2(P-1)  bytes 2(P-1) E(c)  codec P enc(c) + (P-1) decAdd(c) + P dec(c)
-//   twoshot         steps 2       bytes 2(P-1) E(c)  codec as ring (all chunks sent at once)
+//   twoshot         steps 2(P-1)  bytes 2(P-1) E(c)  codec as ring (all chunks at once, one alpha each)
 //   rabenseifner    steps 2L      bytes 2(P-1) E(c)  codec as ring (halving sizes sum to the same)
 //   recursive_doubl steps L       bytes L E(n)       codec L (enc(n) + decAdd(n))
 //   native          steps 2(P-1)  bytes 2(P-1) 4c    codec (P-1) add(c)   (fp32 ring, as MPI does for big n)
@@ -141,7 +184,7 @@ CostModel::Parts CostModel::flatParts(Algorithm algorithm, Format format, std::s
       parts = {2 * (p - 1), 2 * (p - 1) * chunkBytes, ringCodec};
       break;
     case Algorithm::kTwoShot:
-      parts = {2, 2 * (p - 1) * chunkBytes, ringCodec};
+      parts = {2 * (p - 1), 2 * (p - 1) * chunkBytes, ringCodec};
       break;
     case Algorithm::kRabenseifner:
       parts = {2 * logP, 2 * (p - 1) * chunkBytes, ringCodec};
@@ -161,10 +204,9 @@ CostModel::Parts CostModel::flatParts(Algorithm algorithm, Format format, std::s
 double CostModel::predictSeconds(Algorithm algorithm, Format format, std::size_t count) const {
   ADAPREC_CHECK_ARG(algorithm != Algorithm::kAuto, "predictSeconds needs a resolved algorithm");
   auto time = [](const Parts& parts, const LinkEstimate& link) {
-    return parts.steps * link.alphaSeconds + std::max(parts.wireBytes / link.bytesPerSecond, parts.codecSeconds);
+    return parts.steps * link.alphaSeconds + parts.wireBytes / link.bytesPerSecond + parts.codecSeconds;
   };
-  const LinkEstimate& flatLink = nodes_ > 1 ? inter_ : intra_;
-  if (algorithm != Algorithm::kHierarchical) return time(flatParts(algorithm, format, count, ranks_), flatLink);
+  if (algorithm != Algorithm::kHierarchical) return time(flatParts(algorithm, format, count, ranks_), flat_);
   // hierarchical: fp32 reduce to the node leader and broadcast back (each log2(K) steps of n floats over
   // the intra-node link, K-1 fp32 adds of n), a ring among the node leaders on the inter-node link.
   const double k = ranksPerNode_;
@@ -175,7 +217,7 @@ double CostModel::predictSeconds(Algorithm algorithm, Format format, std::size_t
     intra = 2 * logK * (intra_.alphaSeconds + 4 * n / intra_.bytesPerSecond) +
             (k - 1) * codec(Format::kFp32).decodeAdd * n;
   }
-  return intra + time(flatParts(Algorithm::kRing, format, count, nodes_), inter_);
+  return intra + time(flatParts(Algorithm::kRing, format, count, nodes_), leaders_);
 }
 
 std::string CostModel::describe() const {
@@ -183,10 +225,12 @@ std::string CostModel::describe() const {
   std::string text;
   std::snprintf(buffer, sizeof buffer,
                 "# cost model: %d rank(s), %d node(s), %d rank(s)/node\n"
-                "#   inter-node link: alpha %.1f us, beta %.3f GB/s\n"
-                "#   intra-node link: alpha %.1f us, beta %.3f GB/s\n",
+                "#   inter-node link (ping-pong): alpha %.1f us, beta %.3f GB/s\n"
+                "#   intra-node link (ping-pong): alpha %.1f us, beta %.3f GB/s\n"
+                "#   all ranks sending at once (ring): beta %.3f GB/s; node leaders only: beta %.3f GB/s\n",
                 ranks_, nodes_, ranksPerNode_, inter_.alphaSeconds * 1e6, inter_.bytesPerSecond / 1e9,
-                intra_.alphaSeconds * 1e6, intra_.bytesPerSecond / 1e9);
+                intra_.alphaSeconds * 1e6, intra_.bytesPerSecond / 1e9, flat_.bytesPerSecond / 1e9,
+                leaders_.bytesPerSecond / 1e9);
   text += buffer;
   for (const auto& [format, k] : codec_) {
     std::snprintf(buffer, sizeof buffer, "#   codec %-7s encode %.3f decode %.3f decodeAdd %.3f GB/s of fp32\n",

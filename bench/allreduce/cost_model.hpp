@@ -1,13 +1,14 @@
 // The cost model behind `adaprec-bench --model`: alpha-beta for the links plus measured codec speed.
 //
-//   T(algo, format, n) = steps(algo) * alpha + max(wireBytes(algo, format, n) / beta, codec(algo, format, n))
+//   T(algo, format, n) = steps(algo) * alpha + wireBytes(algo, format, n) / beta + codec(algo, format, n)
 //
-// alpha and beta come from a ping-pong between rank 0 and the first rank on another node (the
-// inter-node link) and, when a node holds several ranks, the first other rank on rank 0's node (the
-// intra-node link). codec() sums the encode / decode / decodeAdd calls the algorithm makes per rank,
-// each timed on this machine with every rank encoding at once (the contention an allreduce sees).
-// The max() says the engine pipelines codec work with transfers. Per-algorithm steps, bytes and codec
-// calls are listed in cost_model.cpp and docs/benchmarks.md.
+// alpha is half the round trip of an 8-byte message between rank 0 and the first rank on another node
+// (or on its own node when there is one node). beta is what each rank achieves while every rank sends
+// 8 MiB to its ring successor at once, the load an allreduce puts on links and cores. codec() sums the
+// encode / decode / decodeAdd calls the algorithm makes per rank, each timed on this machine with every
+// rank encoding at once. The terms add rather than overlap: on an oversubscribed host (and in the
+// emulated cluster) the network stack and the codec compete for the same cores. Per-algorithm steps,
+// bytes and codec calls are listed in cost_model.cpp and docs/benchmarks.md.
 #pragma once
 
 #include <cstddef>
@@ -56,8 +57,10 @@ class CostModel {
   int ranks_ = 1;
   int nodes_ = 1;
   int ranksPerNode_ = 1;
-  LinkEstimate inter_;
-  LinkEstimate intra_;
+  LinkEstimate inter_;    // ping-pong, rank 0 <-> first rank on another node
+  LinkEstimate intra_;    // ping-pong, rank 0 <-> first other rank on its node
+  LinkEstimate flat_;     // alpha of the link flat algorithms cross, beta with every rank sending at once
+  LinkEstimate leaders_;  // the same among node leaders only (hierarchical's inter-node ring)
   std::map<Format, CodecEstimate> codec_;
 };
 

@@ -128,9 +128,15 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         if (spec.selection == Selection::kFastest) row.format += ":" + std::string(formatName(stats.format));
         row.algo = std::string(algorithmName(requested));
         if (requested == Algorithm::kAuto) row.algo += ":" + std::string(algorithmName(stats.algorithm));
+        AllreduceStats last;
         const double seconds = timeCollective(context.ranks, std::max(options.warmup - 1, 0), options.iterations, [&] {
-          context.comm.allreduce(buffers.send.data(), buffers.recv.data(), count, allreduceOptions);
+          last = context.comm.allreduce(buffers.send.data(), buffers.recv.data(), count, allreduceOptions);
         });
+        std::vector<double> breakdown{last.encodeSeconds * 1e6, last.decodeSeconds * 1e6, last.transferSeconds * 1e6};
+        context.ranks.maxOverRanks(breakdown);
+        row.encodeUs = breakdown[0];
+        row.decodeUs = breakdown[1];
+        row.transferUs = breakdown[2];
         const double wireBytes = context.ranks.maxOverRanks(static_cast<double>(stats.wireBytes));
         const double fp32Bytes = context.ranks.maxOverRanks(static_cast<double>(stats.fp32Bytes));
         fillTiming(row, seconds, wireBytes, baselineSeconds);
