@@ -1,0 +1,41 @@
+# Shared by tools/demo and tools/test: install what is missing, configure and build.
+# Source it; it defines functions only (and ADAPREC_ROOT).
+
+ADAPREC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# Debian packages the build, the tests and the demo need. CUDA and NCCL are optional and not
+# installed from here (they come with the CUDA toolkit in /usr/local/cuda).
+ADAPREC_PACKAGES=(meson ninja-build g++ pkgconf zlib1g-dev libopenmpi-dev openmpi-bin libeigen3-dev catch2
+  libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-matplotlib iproute2)
+
+adaprec_install_missing() {
+  local missing=() p
+  for p in "${ADAPREC_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing missing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q || return 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" || return 1
+}
+
+# Open MPI refuses root unless told; the project's tests and demo run as root on CI machines.
+adaprec_mpi_env() {
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  # nvcc lives here when the CUDA toolkit is installed; meson then builds kernels/ (-Dcuda=auto).
+  [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
+  return 0
+}
+
+# adaprec_build BUILDDIR [meson setup options...]: configure once (reusing an existing dir), build.
+adaprec_build() {
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" || return 1
+  fi
+  ninja -C "$dir" || return 1
+}
