@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Plots adaprec-bench JSON output (-J FILE): busbw vs size and speedup vs size, one line per format.
+
+    tools/plot_bench.py results.json --out plots/shm4 [--algo auto] [--title "4 ranks, shared memory"]
+    tools/plot_bench.py results.json --table [--algo auto]
+
+The first writes plots/shm4-busbw.png and plots/shm4-speedup.png; --table prints the rows as a
+Markdown table instead (the tables of docs/benchmarks.md). Rows are grouped by (format, algo); --algo
+keeps the rows whose algo column equals it or starts with "<it>:" (e.g. "auto" keeps "auto:ring").
+The native baseline is drawn as a dashed black line in both plots. Needs Debian's python3-matplotlib.
+"""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+BASELINES = ("MPI_Allreduce", "loopback_native")
+
+
+def load_rows(paths):
+    rows = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, list):
+            sys.exit(f"plot_bench: {path}: expected a JSON list of rows (adaprec-bench -J)")
+        rows.extend(data)
+    if not rows:
+        sys.exit("plot_bench: no rows")
+    return rows
+
+
+def keep(row, algo):
+    if row["algo"] in BASELINES or algo is None:
+        return True
+    return row["algo"] == algo or row["algo"].startswith(algo + ":")
+
+
+def series(rows, algo, key):
+    """{label: ([size...], [value...])} sorted by size; baseline rows labelled by their algo."""
+    grouped = defaultdict(dict)
+    for row in rows:
+        if not keep(row, algo) or row.get(key) is None:
+            continue
+        if row["algo"] in BASELINES:
+            label = f"{row['algo']} fp32"
+        else:
+            # "auto:ring" and "auto:twoshot" at different sizes are one line: the request is the series.
+            requested = row["algo"].split(":")[0]
+            label = row["format"] if algo else f"{row['format']} {requested}"
+        grouped[label][row["size"]] = row[key]
+    return {label: tuple(zip(*sorted(points.items()))) for label, points in grouped.items()}
+
+
+def plot(rows, algo, key, ylabel, title, path, log_y):
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for label, (sizes, values) in sorted(series(rows, algo, key).items()):
+        baseline = label.split()[0] in BASELINES
+        ax.plot(sizes, values, "k--" if baseline else "-", marker=None if baseline else "o", markersize=3,
+                label=label, linewidth=1.5 if baseline else 1.0)
+    ax.set_xscale("log", base=2)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("size (fp32 bytes)")
+    ax.set_ylabel(ylabel)
+    ranks = {row.get("ranks") for row in rows}
+    nodes = {row.get("nodes") for row in rows}
+    ax.set_title(f"{title} ({'/'.join(map(str, sorted(ranks)))} ranks, "
+                 f"{'/'.join(map(str, sorted(nodes)))} nodes)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"plot_bench: wrote {path}")
+
+
+def fmt(value, spec):
+    return "N/A" if value is None else format(value, spec)
+
+
+def print_table(rows, algo):
+    model = any(row.get("predicted") is not None for row in rows)
+    columns = ["size", "format", "algo", "time(us)", "busbw", "wirebw", "ratio", "maxerr", "#wrong", "speedup"]
+    if model:
+        columns += ["pred(us)", "moderr"]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "|".join("---:" if c not in ("format", "algo") else "---" for c in columns) + "|")
+    for row in rows:
+        if not keep(row, algo):
+            continue
+        cells = [str(row["size"]), row["format"], row["algo"], fmt(row["time"], ".0f"), fmt(row["busbw"], ".3f"),
+                 fmt(row["wirebw"], ".3f"), fmt(row["ratio"], ".2f"), fmt(row.get("maxerr"), ".1e"),
+                 fmt(row.get("#wrong"), "d"), fmt(row["speedup"], ".2f")]
+        if model:
+            error = row.get("model_error")
+            cells += [fmt(row.get("predicted"), ".0f"), "N/A" if error is None else f"{100 * error:+.0f}%"]
+        print("| " + " | ".join(cells) + " |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("json", nargs="+", help="adaprec-bench -J output file(s)")
+    parser.add_argument("--out", help="output path prefix (PREFIX-busbw.png, PREFIX-speedup.png)")
+    parser.add_argument("--table", action="store_true", help="print a Markdown table instead of plotting")
+    parser.add_argument("--algo", help="only rows of this algorithm (e.g. auto, ring); default: all")
+    parser.add_argument("--title", default="adaprec-bench", help="plot title")
+    args = parser.parse_args()
+    rows = load_rows(args.json)
+    if args.table:
+        print_table(rows, args.algo)
+        return
+    if not args.out:
+        parser.error("--out is required unless --table is given")
+    plot(rows, args.algo, "busbw", "busbw (GB/s, on fp32 bytes)", f"{args.title}: bus bandwidth",
+         f"{args.out}-busbw.png", log_y=True)
+    plot(rows, args.algo, "speedup", "speedup over the native fp32 baseline", f"{args.title}: speedup",
+         f"{args.out}-speedup.png", log_y=True)
+
+
+if __name__ == "__main__":
+    main()
