@@ -3,9 +3,13 @@
 
     tools/plot_bench.py results.json --out plots/shm4 [--algo auto] [--title "4 ranks, shared memory"]
     tools/plot_bench.py results.json --table [--algo auto]
+    tools/plot_bench.py results.json --goals
 
 The first writes plots/shm4-busbw.png and plots/shm4-speedup.png; --table prints the rows as a
-Markdown table instead (the tables of docs/benchmarks.md). Rows are grouped by (format, algo); --algo
+Markdown table instead (the tables of docs/benchmarks.md); --goals prints, per size and format, the
+speedup of auto and of the fastest algorithm against the issue's goals and the bandwidth-bound ideal
+32/bits, and (when the run has an fp32 ring row) the fastest time against AdaPrec's own fp32 ring,
+which separates the gain of compression from the baseline's choice of algorithm. Rows are grouped by (format, algo); --algo
 keeps the rows whose algo column equals it or starts with "<it>:" (e.g. "auto" keeps "auto:ring").
 The native baseline is drawn as a dashed black line in both plots. Needs Debian's python3-matplotlib.
 """
@@ -103,17 +107,58 @@ def print_table(rows, algo):
         print("| " + " | ".join(cells) + " |")
 
 
+# Speedup goals over native fp32 (issue 7, 4 nodes x 1 rank at 1 Gbit/s, 64 MiB).
+GOALS = {"bf16": 1.8, "fp16": 1.8, "fp8": 3.5, "fp8s": 3.5, "e4m3": 3.5, "table4": 6, "table2": 10, "table1": 16}
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp8s": 8, "e4m3": 8}
+
+
+def bits_of(name):
+    base = name.split("+")[0].split(":")[0]
+    if base.startswith("table"):
+        return int(base[5:])
+    return BITS.get(base)
+
+
+def print_goals(rows):
+    print("| size | format | bits | ideal 32/bits | goal | speedup auto | fastest algo | speedup fastest | % of ideal "
+          "| goal met | vs fp32 ring |")
+    print("|---:|---|---:|---:|---:|---:|---|---:|---:|---|---:|")
+    for size in sorted({row["size"] for row in rows}):
+        formats = []
+        for row in rows:
+            if row["size"] == size and row["algo"] not in BASELINES and row["format"] not in formats:
+                formats.append(row["format"])
+        for name in formats:
+            mine = [r for r in rows if r["size"] == size and r["format"] == name and r["algo"] not in BASELINES]
+            ring32 = [r["time"] for r in rows if r["size"] == size and r["format"] == "fp32" and r["algo"] == "ring"]
+            auto = [r["speedup"] for r in mine if r["algo"].startswith("auto")]
+            best = max(mine, key=lambda r: r["speedup"])
+            bits = bits_of(name)
+            ideal = 32 / bits if bits else None
+            goal = GOALS.get(name)
+            cells = [str(size), name, str(bits or "?"), fmt(ideal, ".1f"), fmt(goal, ".1f"),
+                     fmt(auto[0] if auto else None, ".2f"), best["algo"], fmt(best["speedup"], ".2f"),
+                     "N/A" if ideal is None else f"{100 * best['speedup'] / ideal:.0f}%",
+                     "-" if goal is None else ("yes" if best["speedup"] >= goal else "no"),
+                     fmt(ring32[0] / best["time"] if ring32 else None, ".2f")]
+            print("| " + " | ".join(cells) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("json", nargs="+", help="adaprec-bench -J output file(s)")
     parser.add_argument("--out", help="output path prefix (PREFIX-busbw.png, PREFIX-speedup.png)")
     parser.add_argument("--table", action="store_true", help="print a Markdown table instead of plotting")
+    parser.add_argument("--goals", action="store_true", help="print speedups against the goals and 32/bits")
     parser.add_argument("--algo", help="only rows of this algorithm (e.g. auto, ring); default: all")
     parser.add_argument("--title", default="adaprec-bench", help="plot title")
     args = parser.parse_args()
     rows = load_rows(args.json)
     if args.table:
         print_table(rows, args.algo)
+        return
+    if args.goals:
+        print_goals(rows)
         return
     if not args.out:
         parser.error("--out is required unless --table is given")
