@@ -37,6 +37,9 @@ class GradientReducer {
   // Opaque state needed for a bit-identical continuation (error-feedback residuals where the engine
   // exposes them); empty when there is none.
   virtual std::vector<std::uint8_t> saveState() const { return {}; }
+  // Drops error-feedback residuals (the controller does at every branch, so that no branch inherits
+  // another branch's residual); a no-op for reducers without error feedback.
+  virtual void resetErrorFeedback() {}
   virtual void loadState(std::span<const std::uint8_t> /*state*/) {}
 };
 

@@ -63,6 +63,7 @@ class CommunicatorReducer final : public GradientReducer {
     formats_ = formats;
   }
   std::vector<FormatSpec> formats() const override { return formats_; }
+  void resetErrorFeedback() override { comm_.resetErrorFeedback(); }
 
  private:
   Communicator comm_;

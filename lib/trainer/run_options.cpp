@@ -5,6 +5,9 @@
 #include <sstream>
 
 #include "adaprec/error.hpp"
+#ifdef ADAPREC_TRAINER_CONTROLLER
+#include "policy/precision_controller.hpp"
+#endif
 
 namespace adaprec::trainer {
 
@@ -40,7 +43,22 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                  "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8, '+ef' for error "
                  "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")
       ->capture_default_str();
-  app.add_option("--candidates", o.candidates, "Candidate formats for the precision controller")
+  app.add_option("--candidates", o.candidates, "--format adaptive: comma-separated candidate formats (any format, "
+                                               "'+ef' variants, 'fastest')")
+      ->capture_default_str();
+  app.add_option("--spec-steps", o.specSteps, "--format adaptive: steps of each candidate's speculative branch")
+      ->capture_default_str();
+  app.add_option("--spec-evals", o.specEvals, "--format adaptive: validation evaluations along each branch")
+      ->capture_default_str();
+  app.add_option("--phase-steps", o.phaseSteps, "--format adaptive: continuation steps after each decision")
+      ->capture_default_str();
+  app.add_option("--val-images", o.validationImages, "--format adaptive: validation images per evaluation")
+      ->capture_default_str();
+  app.add_option("--holdout", o.holdout, "--format adaptive: training images held out as the validation set")
+      ->capture_default_str();
+  app.add_option("--rule", o.rule, "--format adaptive: 'gain' (largest predicted accuracy gain per second) or "
+                                   "'risk' (largest probability of beating fp32's gain per second)")
+      ->check(CLI::IsMember({"gain", "risk"}))
       ->capture_default_str();
   app.add_option("--algo", o.algo, "Allreduce algorithm (auto, native, ring, twoshot, rabenseifner, "
                                    "recursive_doubling, hierarchical)")
@@ -127,16 +145,33 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
   }
   train.truncate(o.trainLimit);
   test.truncate(o.testLimit);
+  const bool adaptive = o.format == "adaptive";
+  ADAPREC_CHECK(!adaptive || kHaveController, ErrorCode::kUnsupported,
+                "--format adaptive: this build has no precision controller (it needs the predictor and the communicator)");
+  Dataset validation;
+  if (adaptive) {
+    ADAPREC_CHECK_ARG(o.holdout > 0 && o.holdout < train.count(), "--holdout " << o.holdout << " of " << train.count()
+                                                                               << " training images");
+    // The last --holdout training images: fixed, never trained on, identical on every rank.
+    const std::size_t keep = train.count() - o.holdout;
+    validation = train;
+    validation.pixels.erase(validation.pixels.begin(),
+                            validation.pixels.begin() + static_cast<std::ptrdiff_t>(keep * train.pixelsPerImage()));
+    validation.labels.erase(validation.labels.begin(), validation.labels.begin() + static_cast<std::ptrdiff_t>(keep));
+    validation.description = "validation (held out from " + train.description + ")";
+    train.truncate(keep);
+  }
 
   // The layer list is needed to parse per-layer formats before the trainer exists.
   const std::vector<LayerRange> layers = makeModel(o.trainer.model, Shape{1, train.rows, train.cols}, train.classes)
                                              ->layerRanges();
-  const std::vector<FormatSpec> formats = parseLayerFormats(o.format, layers);
+  // Adaptive runs start in fp32; the controller switches formats from its first decision (at step 0).
+  const std::vector<FormatSpec> formats = parseLayerFormats(adaptive ? "fp32" : o.format, layers);
   bool allFp32 = true;
   for (const FormatSpec& f : formats) allFp32 &= f == FormatSpec{};
   const bool useMpi = o.reducer == "mpi" || (o.reducer == "auto" && !kHaveCommunicatorReducer);
-  ADAPREC_CHECK_ARG(!useMpi || allFp32, "--reducer mpi sends fp32 only; --format " << o.format << " needs the "
-                                                                                    << "AdaPrec communicator");
+  ADAPREC_CHECK_ARG(!useMpi || (allFp32 && !adaptive), "--reducer mpi sends fp32 only; --format "
+                                                           << o.format << " needs the AdaPrec communicator");
   ADAPREC_CHECK(useMpi || kHaveCommunicatorReducer, ErrorCode::kUnsupported,
                 "--reducer adaprec: this build of adaprec-train has no AdaPrec communicator");
   std::unique_ptr<GradientReducer> reducer;
@@ -159,7 +194,27 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
                  o.format.c_str(), trainer.model().summary().c_str());
   }
   RunResult r;
+#ifdef ADAPREC_TRAINER_CONTROLLER
+  if (adaptive) {
+    trainer.setValidationSet(std::move(validation));
+    policy::ControllerConfig cc;
+    cc.candidates.clear();
+    std::stringstream ss(o.candidates);
+    for (std::string item; std::getline(ss, item, ',');) cc.candidates.push_back(item);
+    cc.speculativeSteps = o.specSteps;
+    cc.evalPoints = o.specEvals;
+    cc.continuationSteps = o.phaseSteps;
+    cc.validationImages = o.validationImages;
+    cc.rule = policy::parseDecisionRule(o.rule);
+    policy::PrecisionController controller(cc);
+    r.final = trainer.train(&controller);
+    r.controllerOverheadSeconds = controller.overheadSeconds();
+  } else {
+    r.final = trainer.train();
+  }
+#else
   r.final = trainer.train();
+#endif
   r.wallSeconds = trainer.wallSeconds();
   r.steps = trainer.stepsDone();
   r.stateHash = trainer.stateHash();

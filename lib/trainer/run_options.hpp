@@ -27,7 +27,21 @@ struct RunOptions {
   std::string algo = "auto";
   std::string reducer = "auto";   // auto | mpi | adaprec
   std::string bucketing = "fused";
+  // --format adaptive (the precision controller, lib/policy)
+  std::uint64_t specSteps = 30;       // steps per speculative branch
+  int specEvals = 3;                  // validation evaluations per branch
+  std::uint64_t phaseSteps = 300;     // continuation steps after each decision
+  std::size_t validationImages = 1000;
+  std::size_t holdout = 2000;         // training images held out as the validation set (adaptive only)
+  std::string rule = "gain";          // gain | risk
 };
+
+// Whether this build has the precision controller (needs the predictor and the communicator).
+#ifdef ADAPREC_TRAINER_CONTROLLER
+inline constexpr bool kHaveController = true;
+#else
+inline constexpr bool kHaveController = false;
+#endif
 
 void addRunOptions(CLI::App& app, RunOptions& options);
 
@@ -37,6 +51,7 @@ struct RunResult {
   std::uint64_t steps = 0;
   std::uint64_t stateHash = 0;  // rank's parameters + momentum at the end
   std::vector<float> parameters;
+  double controllerOverheadSeconds = 0;  // --format adaptive
 };
 
 // Collective over comm. Prints the setup and the final accuracy on rank 0 (unless progress is off).

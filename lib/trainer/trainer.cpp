@@ -107,18 +107,37 @@ void Trainer::step() {
   ++step_;
 }
 
-Evaluation Trainer::evaluate(std::size_t maxSamples) {
-  const std::size_t n = maxSamples > 0 ? std::min(maxSamples, test_.count()) : test_.count();
+Evaluation Trainer::evaluate(std::size_t maxSamples) { return evaluateOn(test_, maxSamples); }
+
+Evaluation Trainer::evaluateValidation(std::size_t maxSamples) {
+  ADAPREC_CHECK(validation_.count() > 0, ErrorCode::kInvalidArgument, "no validation set was held out");
+  return evaluateOn(validation_, maxSamples);
+}
+
+void Trainer::setValidationSet(Dataset validation) {
+  ADAPREC_CHECK_ARG(validation.pixelsPerImage() == train_.pixelsPerImage(), "validation images differ in size");
+  validation_ = std::move(validation);
+}
+
+void Trainer::logLine(const std::string& json) {
+  if (rank_ == 0 && log_.is_open()) {
+    log_ << json << "\n";
+    log_.flush();
+  }
+}
+
+Evaluation Trainer::evaluateOn(const Dataset& data, std::size_t maxSamples) {
+  const std::size_t n = maxSamples > 0 ? std::min(maxSamples, data.count()) : data.count();
   const std::size_t begin = n * rank_ / size_, end = n * (rank_ + 1) / size_;
   std::vector<std::uint32_t> idx;
-  std::vector<float> images(kEvalChunk * test_.pixelsPerImage());
+  std::vector<float> images(kEvalChunk * data.pixelsPerImage());
   std::vector<std::int32_t> labels(kEvalChunk);
   double sums[3] = {0, 0, 0};  // loss, correct, images
   for (std::size_t at = begin; at < end; at += kEvalChunk) {
     const std::size_t count = std::min(kEvalChunk, end - at);
     idx.resize(count);
     for (std::size_t i = 0; i < count; ++i) idx[i] = static_cast<std::uint32_t>(at + i);
-    test_.gather(idx, images.data(), labels.data());
+    data.gather(idx, images.data(), labels.data());
     StepResult r = model_->evaluate(*backend_, static_cast<int>(count), images.data(), labels.data());
     sums[0] += r.loss;
     sums[1] += static_cast<double>(r.correct);
@@ -174,7 +193,7 @@ TrainerSnapshot Trainer::snapshot() const {
   return s;
 }
 
-void Trainer::restore(const TrainerSnapshot& s) {
+void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   ADAPREC_CHECK(s.fingerprint == fingerprint(), ErrorCode::kMismatch,
                 "checkpoint is for a different run: it has '" << s.fingerprint << "', this run is '" << fingerprint()
                                                              << "'");
@@ -188,14 +207,15 @@ void Trainer::restore(const TrainerSnapshot& s) {
   reducer_->loadState(s.reducerState);
   controllerState_ = s.controllerState;
   nlohmann::json c = nlohmann::json::parse(s.counters);
+  step_ = s.step;
+  lossSum_ = c.at("loss_sum").get<double>();
+  lossSteps_ = c.at("loss_steps").get<std::uint64_t>();
+  if (mode == RestoreMode::kBranch) return;
   wallBefore_ = c.at("wall_s").get<double>();
   startTime_ = now();
   wireBytes_ = c.at("bytes_sent").get<std::uint64_t>();
   fp32Bytes_ = c.at("bytes_fp32").get<std::uint64_t>();
   commSeconds_ = c.at("comm_s").get<double>();
-  lossSum_ = c.at("loss_sum").get<double>();
-  lossSteps_ = c.at("loss_steps").get<std::uint64_t>();
-  step_ = s.step;
 }
 
 void Trainer::resumeFromCheckpoint() {
@@ -291,7 +311,7 @@ void Trainer::printProgress(bool force) {
   std::fflush(stderr);
 }
 
-Evaluation Trainer::train() {
+Evaluation Trainer::train(StepHook* hook) {
   if (config_.resume) resumeFromCheckpoint();
   if (rank_ == 0 && !config_.logPath.empty()) {
     log_.open(config_.logPath, step_ > 0 ? std::ios::app : std::ios::trunc);
@@ -301,6 +321,8 @@ Evaluation Trainer::train() {
   Evaluation last;
   bool haveLast = false;
   while (step_ < end) {
+    if (hook != nullptr) hook->beforeStep(*this);
+    if (step_ >= end) break;  // the hook's chosen branch may reach the end
     step();
     printProgress(false);
     const bool epochEnd = step_ % stepsPerEpoch_ == 0;
@@ -322,7 +344,11 @@ Evaluation Trainer::train() {
     const bool checkpointNow = config_.checkpointEvery > 0 ? step_ % config_.checkpointEvery == 0 : epochEnd;
     if (checkpoints_ && (checkpointNow || step_ == end)) saveCheckpoint();
   }
-  return haveLast ? last : evaluate(0);
+  if (hook != nullptr) hook->finish(*this);
+  if (haveLast) return last;
+  last = evaluate(0);
+  logEvaluation(last);
+  return last;
 }
 
 }  // namespace adaprec::trainer

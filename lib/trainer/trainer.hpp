@@ -50,6 +50,23 @@ struct TrainerConfig {
   std::string formatLabel = "fp32";  // what the progress line shows as the format
 };
 
+class Trainer;
+
+// Called by Trainer::train before every regular step. A precision controller uses it to run its
+// speculative branches (trainer steps + restores) and to switch formats between phases.
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  virtual void beforeStep(Trainer& trainer) = 0;
+  // Called once at the end of train(), before the final evaluation is returned.
+  virtual void finish(Trainer& /*trainer*/) {}
+};
+
+// kResume restores everything, counters and clock included (a new process continuing a run);
+// kBranch restores the training state only: wall time, bytes sent and communication time keep
+// counting, because the abandoned branch really spent them.
+enum class RestoreMode { kResume, kBranch };
+
 struct Evaluation {
   double loss = 0;       // mean over the evaluated images
   double accuracy = 0;   // fraction correct
@@ -64,14 +81,19 @@ class Trainer {
 
   // Runs to the end (epochs or maxSteps) with evaluations, hash checks, checkpoints and the log;
   // resumes first when asked. Returns the final evaluation on the whole test set.
-  Evaluation train();
+  Evaluation train(StepHook* hook = nullptr);
 
   // Building blocks (all collective), also used by the precision controller.
   void step();                                    // one optimizer step on the next mini-batch
   Evaluation evaluate(std::size_t maxSamples);    // on the first maxSamples test images (0: all)
+  // On the validation set given to setValidationSet (held out from training), first maxSamples.
+  Evaluation evaluateValidation(std::size_t maxSamples);
+  void setValidationSet(Dataset validation);
   void checkConsistency();                        // throws Error(kMismatch) on every rank if weights differ
   TrainerSnapshot snapshot() const;
-  void restore(const TrainerSnapshot& snapshot);  // fingerprint must match
+  void restore(const TrainerSnapshot& snapshot, RestoreMode mode = RestoreMode::kResume);  // fingerprint must match
+  // Rank 0 appends one JSON object (a line) to the log, if there is one.
+  void logLine(const std::string& json);
   // Writes one JSON line (rank 0) with the evaluation, formats and byte counts, plus `extra` fields.
   void logEvaluation(const Evaluation& eval, const std::string& extraJson = "{}");
 
@@ -82,6 +104,7 @@ class Trainer {
   double wallSeconds() const;
   int rank() const { return rank_; }
   int ranks() const { return size_; }
+  MPI_Comm comm() const { return comm_; }
   Model& model() { return *model_; }
   GradientReducer& reducer() { return *reducer_; }
   const TrainerConfig& config() const { return config_; }
@@ -95,6 +118,7 @@ class Trainer {
 
  private:
   void prepareEpochOrder(std::uint64_t epoch);
+  Evaluation evaluateOn(const Dataset& data, std::size_t maxSamples);
   void printProgress(bool force);
   std::string fingerprint() const;
   void resumeFromCheckpoint();
@@ -103,7 +127,7 @@ class Trainer {
   TrainerConfig config_;
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  Dataset train_, test_;
+  Dataset train_, test_, validation_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradientReducer> reducer_;

@@ -1,0 +1,69 @@
+#include "decision.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
+
+namespace adaprec::policy {
+
+const char* decisionRuleName(DecisionRule rule) { return rule == DecisionRule::kRiskAware ? "risk" : "gain"; }
+
+DecisionRule parseDecisionRule(const std::string& name) {
+  if (name == "gain") return DecisionRule::kGainPerSecond;
+  if (name == "risk") return DecisionRule::kRiskAware;
+  ADAPREC_FAIL(ErrorCode::kInvalidArgument, "unknown decision rule '" << name << "' (valid: gain, risk)");
+}
+
+Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config) {
+  ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs at least one candidate");
+  ADAPREC_CHECK_ARG(config.baseline < candidates.size(), "baseline index " << config.baseline);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<predictor::Curve> curves;
+  for (const CandidateObservation& c : candidates) {
+    ADAPREC_CHECK_ARG(c.steps.size() == c.accuracies.size() && c.steps.size() >= 2 && c.steps.front() == 0,
+                      "candidate " << c.name << ": needs >= 2 points starting at step 0");
+    ADAPREC_CHECK_ARG(c.secondsPerStep > 0 && std::isfinite(c.secondsPerStep),
+                      "candidate " << c.name << ": seconds per step " << c.secondsPerStep);
+    ADAPREC_CHECK_ARG(config.horizonSteps > c.steps.back(), "horizon " << config.horizonSteps
+                                                                       << " is not beyond the observed steps");
+    predictor::Curve curve{c.steps, c.accuracies, {}};
+    if (config.validationImages > 0) curve.sampleCounts.assign(c.steps.size(), config.validationImages);
+    curves.push_back(std::move(curve));
+  }
+  const predictor::Posterior posterior = predictor::fitFast(curves);
+
+  Decision d;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const predictor::Prediction p = posterior.predict(i, config.horizonSteps);
+    CandidateVerdict v;
+    v.name = candidates[i].name;
+    v.predictedMean = p.mean;
+    v.predictedSd = p.sd;
+    v.gain = p.mean - candidates[i].accuracies.front();
+    v.seconds = config.horizonSteps * candidates[i].secondsPerStep;
+    d.verdicts.push_back(v);
+  }
+  const CandidateVerdict& base = d.verdicts[config.baseline];
+  for (CandidateVerdict& v : d.verdicts) {
+    // Rates (accuracy per second) as normals: mean gain / seconds, sd / seconds.
+    const double mu = v.gain / v.seconds - base.gain / base.seconds;
+    const double var = std::pow(v.predictedSd / v.seconds, 2) + std::pow(base.predictedSd / base.seconds, 2);
+    v.probabilityBeatsBaseline = &v == &base ? 0.5 : (var > 0 ? 0.5 * std::erfc(-mu / std::sqrt(2 * var)) : (mu > 0 ? 1.0 : 0.0));
+    v.score = config.rule == DecisionRule::kRiskAware ? v.probabilityBeatsBaseline : v.gain / v.seconds;
+  }
+  bool anyGain = false;
+  for (const CandidateVerdict& v : d.verdicts) anyGain |= v.gain > 0;
+  d.choice = config.baseline;
+  for (std::size_t i = 0; i < d.verdicts.size(); ++i) {
+    const CandidateVerdict& v = d.verdicts[i];
+    const CandidateVerdict& best = d.verdicts[d.choice];
+    const bool better = anyGain ? v.score > best.score : v.predictedMean > best.predictedMean;
+    if (better) d.choice = i;
+  }
+  d.fitSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
+}  // namespace adaprec::policy

@@ -1,0 +1,57 @@
+// The controller's decision rule, separate from the training loop so that it can be tested on
+// constructed cases. Input: for each candidate precision, its speculative branch's validation curve
+// (all branches start from the same state at step 0 of the phase) and its measured time per step.
+// The predictor fits all curves jointly and predicts each candidate's accuracy at the horizon (end of
+// its branch + the continuation phase). Rules:
+//   gain-per-second (the original AdaPrec):  score_c = (E[acc_c(H)] - acc(0)) / (H * secondsPerStep_c)
+//   risk-aware: P(gain_c / time_c > gain_b / time_b) for the baseline b (fp32), with the predictive
+//               distributions approximated as independent normals; the baseline scores 0.5, so a
+//               candidate is chosen only if it is more likely than not to beat the baseline's rate.
+// When no candidate is predicted to gain anything (a converged phase), the highest predicted accuracy
+// wins instead of the slowest loser.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace adaprec::policy {
+
+enum class DecisionRule { kGainPerSecond, kRiskAware };
+
+struct CandidateObservation {
+  std::string name;
+  std::vector<double> steps;       // phase-relative, strictly increasing, starting at 0 (shared start)
+  std::vector<double> accuracies;  // validation accuracy at those steps
+  double secondsPerStep = 0;       // measured (max over ranks), > 0
+};
+
+struct CandidateVerdict {
+  std::string name;
+  double predictedMean = 0, predictedSd = 0;  // accuracy at the horizon
+  double gain = 0;                            // predictedMean - accuracy at step 0
+  double seconds = 0;                         // horizon * secondsPerStep
+  double score = 0;                           // the rule's score (larger is better)
+  double probabilityBeatsBaseline = 0.5;      // P(rate_c > rate_baseline)
+};
+
+struct Decision {
+  std::size_t choice = 0;
+  std::vector<CandidateVerdict> verdicts;
+  double fitSeconds = 0;
+};
+
+struct DecisionConfig {
+  DecisionRule rule = DecisionRule::kGainPerSecond;
+  double horizonSteps = 0;      // phase-relative step to predict at (> last observed step)
+  std::size_t baseline = 0;     // index of the baseline candidate (fp32) for the risk-aware rule
+  double validationImages = 0;  // images behind each accuracy (binomial noise in the fit); 0: unknown
+};
+
+// Throws Error(kInvalidArgument) on malformed observations (no candidates, unequal starts, ...).
+Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config);
+
+const char* decisionRuleName(DecisionRule rule);
+DecisionRule parseDecisionRule(const std::string& name);  // "gain" | "risk"
+
+}  // namespace adaprec::policy

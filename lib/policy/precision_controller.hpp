@@ -1,0 +1,57 @@
+// The AdaPrec speculative precision controller (`--format adaptive`). Training alternates phases:
+//   1. speculative learning: from the current state, every candidate precision trains a short branch
+//      of speculativeSteps, evaluated evalPoints times on a fixed held-out validation subset, its
+//      time per step measured (max over ranks);
+//   2. prediction: the learning-curve predictor fits all branch curves jointly (shared start) and
+//      predicts each candidate's validation accuracy at the end of branch + continuation, with its sd;
+//   3. continuation: training goes on from the end of the chosen candidate's own branch (its
+//      speculative steps are kept), in that precision, for continuationSteps; then back to 1.
+// Overhead = the abandoned branches + the evaluations + the fit; it is logged per decision and in total.
+// The other branches' error-feedback residuals are dropped at every branch switch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "adaprec/format.hpp"
+#include "policy/decision.hpp"
+#include "trainer/trainer.hpp"
+
+namespace adaprec::policy {
+
+struct ControllerConfig {
+  std::vector<std::string> candidates = {"fp32", "fp16", "fp8s", "table4", "table2", "fastest"};
+  std::uint64_t speculativeSteps = 30;    // per candidate branch
+  int evalPoints = 3;                     // validation evaluations along each branch
+  std::uint64_t continuationSteps = 300;  // after each decision
+  std::size_t validationImages = 1000;    // of the held-out validation set
+  DecisionRule rule = DecisionRule::kGainPerSecond;
+  void check() const;
+};
+
+class PrecisionController final : public trainer::StepHook {
+ public:
+  explicit PrecisionController(ControllerConfig config);
+  void beforeStep(trainer::Trainer& trainer) override;
+  void finish(trainer::Trainer& trainer) override;
+  double overheadSeconds() const { return overheadSeconds_; }
+  std::size_t decisions() const { return decisions_; }
+
+ private:
+  void runPhase(trainer::Trainer& trainer);
+  void apply(trainer::Trainer& trainer, std::size_t candidate);
+  void saveState(trainer::Trainer& trainer) const;
+  void loadState(trainer::Trainer& trainer);
+
+  ControllerConfig config_;
+  std::vector<FormatSpec> specs_;
+  std::size_t baseline_ = 0;
+  bool loaded_ = false;
+  std::uint64_t nextPhase_ = 0;
+  std::size_t current_ = 0;
+  std::size_t decisions_ = 0;
+  double overheadSeconds_ = 0;
+};
+
+}  // namespace adaprec::policy
