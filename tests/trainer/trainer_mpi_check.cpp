@@ -153,6 +153,39 @@ int main(int argc, char** argv) {
     });
   }
 
+  if (kHaveController) {
+    check("--format adaptive: phases run, decisions are logged, the model learns", [] {
+      const std::string dir = tempDir("adaptive");
+      RunOptions o = smallRun("mlp", 16, 1600);
+      o.reducer = "adaprec";
+      o.format = "adaptive";
+      o.candidates = "fp32,fp16,table1+ef";
+      o.holdout = 200;
+      o.specSteps = 6;
+      o.specEvals = 2;
+      o.phaseSteps = 12;
+      o.validationImages = 200;
+      o.trainer.epochs = 2;
+      o.trainer.logPath = dir + "/log.jsonl";
+      const RunResult r = runTraining(o, MPI_COMM_WORLD);
+      std::string why;
+      if (!(r.final.accuracy > 0.85)) why += "accuracy " + std::to_string(r.final.accuracy) + "; ";
+      if (gRank == 0) {
+        std::ifstream in(o.trainer.logPath);
+        int decisions = 0, summaries = 0;
+        for (std::string line; std::getline(in, line);) {
+          decisions += line.find("\"event\":\"decision\"") != std::string::npos;
+          summaries += line.find("\"event\":\"controller_summary\"") != std::string::npos;
+        }
+        // 1400 images / (16 x ranks) steps per epoch x 2 epochs; a phase every 6 + 12 steps.
+        if (decisions < 2) why += "only " + std::to_string(decisions) + " decisions logged; ";
+        if (summaries != 1) why += "controller summary missing; ";
+      }
+      removeDir(dir);
+      return why;
+    });
+  }
+
   check("resume from a checkpoint is bit-identical to an uninterrupted run", [] {
     const std::string dir = tempDir("resume");
     RunOptions o = smallRun("mlp", 8, 640);

@@ -1,0 +1,81 @@
+// The controller's decision rule on constructed cases: curves drawn from a known saturating shape,
+// candidates differing in speed and in where their curve saturates.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "policy/decision.hpp"
+
+using namespace adaprec::policy;
+
+namespace {
+
+// acc(step) = start + gain * (1 - exp(-step / scale)), observed at 0, 10, 20, 30.
+CandidateObservation curve(const std::string& name, double start, double gain, double scale, double secondsPerStep) {
+  CandidateObservation c;
+  c.name = name;
+  for (double s : {0.0, 10.0, 20.0, 30.0}) {
+    c.steps.push_back(s);
+    c.accuracies.push_back(start + gain * (1.0 - std::exp(-s / scale)));
+  }
+  c.secondsPerStep = secondsPerStep;
+  return c;
+}
+
+DecisionConfig config(DecisionRule rule) {
+  DecisionConfig d;
+  d.rule = rule;
+  d.horizonSteps = 120;
+  d.baseline = 0;
+  d.validationImages = 2000;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("same curve, twice as fast: the faster candidate wins (both rules)", "[trainer][controller]") {
+  const std::vector<CandidateObservation> c = {curve("fp32", 0.5, 0.3, 40, 0.02), curve("fp16", 0.5, 0.3, 40, 0.01)};
+  for (DecisionRule rule : {DecisionRule::kGainPerSecond, DecisionRule::kRiskAware}) {
+    const Decision d = decide(c, config(rule));
+    INFO("rule " << decisionRuleName(rule) << " scores " << d.verdicts[0].score << " " << d.verdicts[1].score);
+    CHECK(d.choice == 1);
+    CHECK(d.verdicts[0].predictedMean == Approx(d.verdicts[1].predictedMean).margin(1e-9));
+  }
+}
+
+TEST_CASE("a fast candidate that stops learning loses to a slower one that learns", "[trainer][controller]") {
+  // table1: 20% faster but its curve is flat after a small gain.
+  const std::vector<CandidateObservation> c = {curve("fp32", 0.5, 0.3, 40, 0.02), curve("table1", 0.5, 0.02, 5, 0.016)};
+  const Decision d = decide(c, config(DecisionRule::kGainPerSecond));
+  INFO("fp32 " << d.verdicts[0].predictedMean << " table1 " << d.verdicts[1].predictedMean);
+  CHECK(d.choice == 0);
+  CHECK(d.verdicts[0].predictedMean > d.verdicts[1].predictedMean + 0.1);
+  CHECK(d.verdicts[1].probabilityBeatsBaseline < 0.5);
+}
+
+TEST_CASE("predictions extrapolate the curve and carry uncertainty", "[trainer][controller]") {
+  const std::vector<CandidateObservation> c = {curve("fp32", 0.5, 0.3, 40, 0.02)};
+  const Decision d = decide(c, config(DecisionRule::kGainPerSecond));
+  // True value at step 120: 0.5 + 0.3 (1 - e^-3) = 0.785; the last observation is 0.658.
+  CHECK(d.verdicts[0].predictedMean > 0.68);
+  CHECK(d.verdicts[0].predictedMean < 0.85);
+  CHECK(d.verdicts[0].predictedSd > 0.0);
+  CHECK(d.verdicts[0].gain == Approx(d.verdicts[0].predictedMean - 0.5));
+}
+
+TEST_CASE("a converged phase picks the best predicted accuracy, not the slowest loser", "[trainer][controller]") {
+  // Every candidate loses accuracy (gain < 0); fp16 loses least.
+  const std::vector<CandidateObservation> c = {curve("fp32", 0.9, -0.05, 10, 0.01), curve("fp16", 0.9, -0.01, 10, 0.02),
+                                                curve("fp8", 0.9, -0.1, 10, 0.005)};
+  const Decision d = decide(c, config(DecisionRule::kGainPerSecond));
+  CHECK(d.choice == 1);
+}
+
+TEST_CASE("malformed observations are rejected", "[trainer][controller]") {
+  CHECK_THROWS(decide({}, config(DecisionRule::kGainPerSecond)));
+  CandidateObservation bad = curve("fp32", 0.5, 0.3, 40, 0.0);
+  CHECK_THROWS(decide({bad}, config(DecisionRule::kGainPerSecond)));
+  DecisionConfig short_ = config(DecisionRule::kGainPerSecond);
+  short_.horizonSteps = 30;
+  CHECK_THROWS(decide({curve("fp32", 0.5, 0.3, 40, 0.02)}, short_));
+  CHECK_THROWS(parseDecisionRule("greedy"));
+}
