@@ -1,0 +1,248 @@
+// adaprec-predictor-bench: how well and how fast the learning-curve predictor forecasts.
+//
+// Two curve sources, 5 related curves x 30 points per set:
+//   sgd   - real curves: a small MLP trained by SGD, 5 gradient precisions branching from one fp32
+//           checkpoint, validation accuracy on 500 samples (sgd_curves.hpp). Honest test.
+//   prior - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
+// For cutoffs at 10/20/40% of the points, each method sees the first points of every curve and predicts
+// the final value and every later point. Methods: fast (fitFast), mcmc (fitMcmc, the reference),
+// last (last observed value), pow3 (least-squares pow3 fit). Reported per source and cutoff:
+//   final: mean log predictive density (LPD), CRPS, MSE, coverage of the 50% and 90% central intervals
+//   later: the same LPD / MSE / 90% coverage over every held-out point
+//   time : median and p99 of fit + predict (mean, sd, 5/50/95% quantiles at the final step, all curves)
+// plus a timing of fitFast on the full 5 x 30 sets (with and without sample counts).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
+#include "baselines.hpp"
+#include "prior_sampler.hpp"
+#include "sgd_curves.hpp"
+
+namespace ap = adaprec::predictor;
+using adaprec::bench::PointForecast;
+
+namespace {
+constexpr int kPoints = 30;
+constexpr int kCurves = 5;
+constexpr double kZ90 = 1.6448536269514722, kZ50 = 0.6744897501960817;
+
+struct Score {
+  double logDensity = 0, crps = 0, sqError = 0, cover50 = 0, cover90 = 0, count = 0;
+  void add(const Score& s) {
+    logDensity += s.logDensity; crps += s.crps; sqError += s.sqError;
+    cover50 += s.cover50; cover90 += s.cover90; count += s.count;
+  }
+};
+
+struct Cell {
+  Score final, later;
+  std::vector<double> timesMs;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+Score scoreGaussian(const PointForecast& f, double y, bool withCrps) {
+  Score s;
+  const double z = (y - f.mean) / f.sd;
+  s.logDensity = -0.5 * z * z - std::log(f.sd) - 0.9189385332046727;
+  if (withCrps) {
+    const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+    s.crps = f.sd * (z * (2 * cdf - 1) + 2 * pdf - 1 / std::sqrt(M_PI));
+  }
+  s.sqError = (y - f.mean) * (y - f.mean);
+  s.cover50 = std::abs(z) <= kZ50;
+  s.cover90 = std::abs(z) <= kZ90;
+  s.count = 1;
+  return s;
+}
+
+Score scorePredictive(const ap::Predictive& p, double y, bool withCrps) {
+  Score s;
+  s.logDensity = p.logDensity(y);
+  if (withCrps) s.crps = p.crps(y);
+  s.sqError = (y - p.mean()) * (y - p.mean());
+  s.cover50 = y >= p.quantile(0.25) && y <= p.quantile(0.75);
+  s.cover90 = y >= p.quantile(0.05) && y <= p.quantile(0.95);
+  s.count = 1;
+  return s;
+}
+
+std::vector<ap::Curve> firstPoints(const std::vector<ap::Curve>& full, int m) {
+  std::vector<ap::Curve> out;
+  for (const ap::Curve& c : full) {
+    ap::Curve o;
+    o.steps.assign(c.steps.begin(), c.steps.begin() + m);
+    o.values.assign(c.values.begin(), c.values.begin() + m);
+    if (!c.sampleCounts.empty()) o.sampleCounts.assign(c.sampleCounts.begin(), c.sampleCounts.begin() + m);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+double msSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Fits with one of the Bayesian methods, times fit + final-step prediction, scores held-out points.
+template <typename Fit>
+void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vector<ap::Curve>& observed,
+                   Cell& cell) {
+  const auto start = std::chrono::steady_clock::now();
+  const ap::Posterior posterior = fit(observed);
+  for (std::size_t c = 0; c < full.size(); ++c) posterior.predict(c, full[c].steps.back());
+  cell.timesMs.push_back(msSince(start));
+  for (std::size_t c = 0; c < full.size(); ++c) {
+    for (std::size_t i = observed[c].steps.size(); i < full[c].steps.size(); ++i) {
+      const bool isFinal = i + 1 == full[c].steps.size();
+      const Score s = scorePredictive(posterior.predictive(c, full[c].steps[i]), full[c].values[i], isFinal);
+      cell.later.add(s);
+      if (isFinal) cell.final.add(s);
+    }
+  }
+}
+
+template <typename Forecaster>
+void evaluatePoint(Forecaster makeForecaster, const std::vector<ap::Curve>& full,
+                   const std::vector<ap::Curve>& observed, Cell& cell) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<decltype(makeForecaster(observed[0]))> forecasters;
+  for (std::size_t c = 0; c < full.size(); ++c) {
+    forecasters.push_back(makeForecaster(observed[c]));
+    forecasters.back()(full[c].steps.back());
+  }
+  cell.timesMs.push_back(msSince(start));
+  for (std::size_t c = 0; c < full.size(); ++c) {
+    for (std::size_t i = observed[c].steps.size(); i < full[c].steps.size(); ++i) {
+      const bool isFinal = i + 1 == full[c].steps.size();
+      const Score s = scoreGaussian(forecasters[c](full[c].steps[i]), full[c].values[i], isFinal);
+      cell.later.add(s);
+      if (isFinal) cell.final.add(s);
+    }
+  }
+}
+
+void printTable(const std::string& source, const std::map<std::pair<int, std::string>, Cell>& cells,
+                const std::vector<int>& cutoffs, const std::vector<std::string>& methods) {
+  std::printf("\n== source %s ==\n", source.c_str());
+  std::printf("%-6s %-5s | %8s %8s %9s %6s %6s | %8s %9s %6s | %9s %9s\n", "cutoff", "method", "LPDfin",
+              "CRPSfin", "MSEfin", "cov50", "cov90", "LPDall", "MSEall", "cov90", "t_med_ms", "t_p99_ms");
+  for (int percent : cutoffs) {
+    for (const std::string& m : methods) {
+      auto it = cells.find({percent, m});
+      if (it == cells.end()) continue;
+      const Cell& c = it->second;
+      const double nf = std::max(c.final.count, 1.0), nl = std::max(c.later.count, 1.0);
+      std::printf("%5d%% %-5s | %8.3f %8.4f %9.5f %6.3f %6.3f | %8.3f %9.5f %6.3f | %9.3f %9.3f\n", percent,
+                  m.c_str(), c.final.logDensity / nf, c.final.crps / nf, c.final.sqError / nf,
+                  c.final.cover50 / nf, c.final.cover90 / nf, c.later.logDensity / nl, c.later.sqError / nl,
+                  c.later.cover90 / nl, percentile(c.timesMs, 0.5), percentile(c.timesMs, 0.99));
+    }
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Evaluate the Bayesian learning-curve predictor against MCMC and point baselines"};
+  int sets = 12;
+  int mcmcIterations = 2000;
+  int timingReps = 50;
+  std::uint64_t seed = 1;
+  bool noMcmc = false, big = false;
+  app.add_option("--sets", sets, "curve sets (5 curves x 30 points) per source")->check(CLI::PositiveNumber);
+  app.add_option("--mcmc-iterations", mcmcIterations, "ensemble iterations (half burn-in)")->check(CLI::Range(20, 1000000));
+  app.add_option("--timing-reps", timingReps, "repetitions of the 5 x 30 timing")->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "base seed");
+  app.add_flag("--no-mcmc", noMcmc, "skip the MCMC reference");
+  app.add_flag("--big", big, "100 sets per source, 6000 MCMC iterations, 200 timing reps");
+  CLI11_PARSE(app, argc, argv);
+  if (big) {
+    sets = 100;
+    mcmcIterations = 6000;
+    timingReps = 200;
+  }
+  try {
+    std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s\n", sets,
+                kCurves, kPoints, static_cast<unsigned long long>(seed),
+                noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str());
+    const std::vector<int> cutoffs = {10, 20, 40};
+    std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
+    if (noMcmc) methods.erase(methods.begin() + 1);
+    ap::McmcOptions mcmc;
+    mcmc.iterations = mcmcIterations;
+    mcmc.burnIn = mcmcIterations / 2;
+    mcmc.thin = std::max(1, mcmcIterations / 400);
+    mcmc.maxSamples = 2000;
+    std::vector<ap::Curve> timingSets;  // full-length sets for the timing section
+    for (const std::string source : {"sgd", "prior"}) {
+      std::map<std::pair<int, std::string>, Cell> cells;
+      for (int s = 0; s < sets; ++s) {
+        const std::uint64_t setSeed = seed * 1000003 + s;
+        std::vector<ap::Curve> sgdFull;
+        if (source == "sgd") {
+          sgdFull = adaprec::bench::trainSgdCurves(setSeed, kPoints).curves;
+          if (timingSets.size() < 5 * kCurves) timingSets.insert(timingSets.end(), sgdFull.begin(), sgdFull.end());
+        }
+        for (int percent : cutoffs) {
+          const int m = std::max(2, static_cast<int>(std::lround(kPoints * percent / 100.0)));
+          std::vector<ap::Curve> full = sgdFull;
+          if (source == "prior") {
+            std::mt19937_64 rng(setSeed * 31 + percent);
+            std::vector<double> steps;
+            for (int i = 1; i <= kPoints; ++i) steps.push_back(20.0 * i);
+            full = ap::detail::samplePrior(ap::ModelOptions{}, kCurves, steps, steps[m - 1], rng).curves;
+          }
+          const std::vector<ap::Curve> observed = firstPoints(full, m);
+          evaluateBayes([](const auto& o) { return ap::fitFast(o); }, full, observed, cells[{percent, "fast"}]);
+          if (!noMcmc) {
+            mcmc.seed = setSeed;
+            evaluateBayes([&](const auto& o) { return ap::fitMcmc(o, ap::ModelOptions{}, mcmc); }, full, observed,
+                          cells[{percent, "mcmc"}]);
+          }
+          evaluatePoint([](const ap::Curve& o) {
+            return [o](double step) { return adaprec::bench::lastValueForecast(o, step); };
+          }, full, observed, cells[{percent, "last"}]);
+          evaluatePoint([](const ap::Curve& o) {
+            return [ls = adaprec::bench::Pow3LeastSquares(o)](double step) { return ls.forecast(step); };
+          }, full, observed, cells[{percent, "pow3"}]);
+        }
+      }
+      printTable(source, cells, cutoffs, methods);
+    }
+
+    // Timing of the goal case: one fit of 5 curves x 30 points + predictions at one later step.
+    std::printf("\n== timing: fitFast + predict, %d curves x %d points, %d reps per case ==\n", kCurves, kPoints,
+                timingReps);
+    for (int withCounts = 1; withCounts >= 0; --withCounts) {
+      std::vector<double> times;
+      for (int r = 0; r < timingReps; ++r) {
+        const std::size_t first = (r % (timingSets.size() / kCurves)) * kCurves;
+        std::vector<ap::Curve> set(timingSets.begin() + first, timingSets.begin() + first + kCurves);
+        if (!withCounts) for (ap::Curve& c : set) c.sampleCounts.clear();
+        const auto start = std::chrono::steady_clock::now();
+        const ap::Posterior posterior = ap::fitFast(set);
+        for (std::size_t c = 0; c < set.size(); ++c) posterior.predict(c, 2.0 * set[c].steps.back());
+        times.push_back(msSince(start));
+      }
+      std::printf("%-22s median %7.3f ms  p99 %7.3f ms\n", withCounts ? "with sample counts" : "without sample counts",
+                  percentile(times, 0.5), percentile(times, 0.99));
+    }
+  } catch (const adaprec::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

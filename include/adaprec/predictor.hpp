@@ -1,0 +1,178 @@
+// Bayesian learning-curve prediction: given the first points of one or several related learning curves
+// (validation accuracy in [0, 1] against training step), predict later values with uncertainty.
+//
+// The model (docs/predictor.md): every curve is value(step) = a_c + b_c * g(step / stepScale; theta),
+// where g is an increasing basis in [0, 1) from one of several parametric families (pow3, log-power,
+// vapor pressure, Weibull/Janoschek, ilog2), theta (1-2 nonlinear parameters) and the extra noise scale
+// are shared by all curves of a fit, and a_c (start) and b_c >= 0 (gain) belong to curve c. Observations
+// carry Gaussian noise of variance sigma^2 (+ p(1-p)/n when sample counts n are given).
+//
+// fitFast() integrates (a_c, b_c) in closed form and (family, theta, sigma) on a quadrature grid: a
+// posterior mixture in milliseconds. fitMcmc() samples the same posterior with an affine-invariant
+// ensemble sampler and is the reference fitFast() is validated against. Both return a Posterior whose
+// predictive distributions are mixtures of Gaussians truncated to [0, 1].
+//
+// Invalid input (no curves, an empty curve, unsorted or negative steps, values outside [0, 1], counts
+// <= 0, non-finite numbers) raises adaprec::Error with kInvalidArgument; readCurvesCsv() raises
+// kMalformedInput naming the offending line. No function returns NaN.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace adaprec::predictor {
+
+// One learning curve. steps strictly increasing and >= 0; values in [0, 1]; sampleCounts empty or one
+// count > 0 per point (the number of evaluation samples behind each value: binomial noise).
+struct Curve {
+  std::vector<double> steps;
+  std::vector<double> values;
+  std::vector<double> sampleCounts;
+};
+
+// Parametric families of the basis g(x; theta), x = step / stepScale. All are 0 at x = 0 and increase
+// towards 1 (ilog2 only logarithmically slowly). Log-power and MMF coincide once an offset is allowed,
+// as do Weibull and Janoschek; both pairs are one family here.
+enum class Family : int {
+  kPow3 = 0,           // 1 - (1 + x/kappa)^-alpha
+  kLogPower = 1,       // 1 / (1 + (x/kappa)^-alpha)          (Hill / MMF)
+  kVaporPressure = 2,  // exp(-kappa / x)
+  kWeibull = 3,        // 1 - exp(-(x/kappa)^alpha)           (Janoschek)
+  kIlog2 = 4,          // 1 - 1 / ln(e + x/kappa)
+};
+inline constexpr int kFamilyCount = 5;
+
+const char* familyName(Family family);
+// Parses a name printed by familyName(); kInvalidArgument for anything else.
+Family familyFromName(const std::string& name);
+std::vector<Family> allFamilies();
+// Number of nonlinear parameters (kappa, then alpha when 2).
+int familyParameterCount(Family family);
+
+// The prior. Both fit functions use exactly this model.
+struct ModelOptions {
+  std::vector<Family> families = allFamilies();  // equal prior weight each
+  double startMean = 0.3;   // a_c ~ N(startMean, startSd^2): value extrapolated to step 0
+  double startSd = 0.4;
+  double gainMean = 0.3;    // b_c ~ N(gainMean, gainSd^2) truncated to b_c >= 0: asymptote - start
+  double gainSd = 0.4;
+  double noiseMin = 1e-3;   // sigma log-uniform on [noiseMin, noiseMax]
+  double noiseMax = 0.3;
+  // Steps are divided by stepScale; 0 means "the largest observed step". kappa ranges (docs) are in
+  // these units, so the default adapts the prior to the observed window.
+  double stepScale = 0.0;
+  void check() const;
+};
+
+// Quadrature of the fast posterior.
+struct FastOptions {
+  int grid1d = 32;          // nodes for one-parameter families
+  int grid2d = 12;          // nodes per dimension for two-parameter families
+  int noiseGrid = 16;       // nodes over log sigma
+  double dropMass = 1e-4;   // posterior mass of the lightest components dropped after the fit
+  void check() const;
+};
+
+// Affine-invariant ensemble sampler (Goodman & Weare stretch move) plus a family-switch move.
+struct McmcOptions {
+  int walkers = 0;          // 0: 4 * dimension, at least 32, rounded up to even
+  int iterations = 4000;    // per walker, burn-in included
+  int burnIn = 2000;
+  int thin = 5;
+  int maxSamples = 4000;    // samples kept (evenly spread) as the posterior mixture
+  std::uint64_t seed = 1;
+  void check() const;
+};
+
+struct PredictOptions {
+  // true: the distribution of a future observation (latent curve + noise); false: the latent curve.
+  bool observationNoise = true;
+  // Sample count behind the future observation; < 0: the curve's last count (none if it had none).
+  double sampleCount = -1.0;
+};
+
+// mean, sd and quantiles describe the predictive distribution (truncated to [0, 1]). curveMean is the
+// posterior mean of the noise-free curve before truncation, clamped to [0, 1]: non-decreasing in the
+// step by construction (every component has gain b >= 0 and fixed weight). mean can dip slightly below
+// a previous step's mean close to 1, where a growing sd loses more mass to the truncation.
+struct Prediction {
+  double step = 0, mean = 0, sd = 0, q05 = 0, q50 = 0, q95 = 0, curveMean = 0;
+};
+
+// A mixture of Gaussians truncated to [0, 1] (renormalised). Every accessor returns a finite number.
+class Predictive {
+ public:
+  Predictive(std::vector<double> weights, std::vector<double> means, std::vector<double> sds);
+  double mean() const { return mean_; }
+  double sd() const { return sd_; }
+  // Mean of the mixture before truncation, clamped to [0, 1].
+  double untruncatedMean() const { return untruncatedMean_; }
+  double cdf(double y) const;
+  double quantile(double p) const;  // p in (0, 1): bisection on cdf()
+  double logDensity(double y) const;
+  double crps(double y) const;  // continuous ranked probability score (lower is better)
+  std::size_t componentCount() const { return weights_.size(); }
+
+ private:
+  // cdf and density of the untruncated mixture at y, relative to the truncation's lower end.
+  void evaluate(double y, double& cdf, double& density) const;
+
+  std::vector<double> weights_, means_, sds_;
+  std::vector<double> lower_;  // per component: P(X_k <= 0)
+  double mass_ = 0, mean_ = 0, sd_ = 0, untruncatedMean_ = 0;
+  bool degenerate_ = false;  // no mass inside [0, 1]: a point mass at mean_
+};
+
+struct PosteriorSummary {
+  std::array<double, kFamilyCount> familyWeights{};
+  double noiseSdMean = 0;
+  std::vector<double> startMean, gainMean, asymptoteMean, asymptoteSd;  // per curve
+  std::size_t componentCount = 0;
+};
+
+namespace detail {
+struct PosteriorState;
+}
+
+class Posterior {
+ public:
+  explicit Posterior(std::shared_ptr<const detail::PosteriorState> state);
+  std::size_t curveCount() const;
+  double stepScale() const;
+  Predictive predictive(std::size_t curve, double step, const PredictOptions& options = {}) const;
+  // mean, sd and the 5/50/95% quantiles of predictive().
+  Prediction predict(std::size_t curve, double step, const PredictOptions& options = {}) const;
+  PosteriorSummary summary() const;
+  // Posterior means given the family: kappa as a geometric mean, alpha arithmetic (0 for one-parameter
+  // families); kInvalidArgument if the family has no posterior weight.
+  std::array<double, 2> familyParameterMean(Family family) const;
+
+ private:
+  std::shared_ptr<const detail::PosteriorState> state_;
+};
+
+Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model = {},
+                  const FastOptions& options = {});
+Posterior fitMcmc(const std::vector<Curve>& curves, const ModelOptions& model = {},
+                  const McmcOptions& options = {});
+
+// Checks one set of curves against the rules above (what the fit functions call first).
+void validateCurves(const std::vector<Curve>& curves);
+
+// CSV with a header naming `step` and `value` and optionally `curve` (a non-negative integer id) and
+// `n` (sample count), in any order; blank lines and lines starting with '#' are skipped. Rows of one
+// curve must come in increasing step order (curves may interleave); curves are returned in increasing
+// id order (id 0 for all rows without a curve column). Errors name the line (counting from 1) and raise
+// kMalformedInput.
+struct CurveTable {
+  std::vector<Curve> curves;
+  std::vector<long> ids;  // curve id of curves[i]
+};
+CurveTable readCurvesCsv(std::istream& in);
+
+}  // namespace adaprec::predictor

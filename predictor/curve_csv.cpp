@@ -1,0 +1,122 @@
+// readCurvesCsv(): the CSV input of adaprec-predict. Every error names the line it found it on.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <istream>
+#include <map>
+#include <string>
+
+#include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
+
+namespace adaprec::predictor {
+
+namespace {
+std::string trim(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  const auto end = s.find_last_not_of(" \t\r");
+  return s.substr(begin, end - begin + 1);
+}
+
+std::vector<std::string> splitFields(const std::string& line) {
+  std::vector<std::string> fields;
+  std::size_t start = 0;
+  while (true) {
+    const auto comma = line.find(',', start);
+    fields.push_back(trim(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return fields;
+}
+
+double parseNumber(const std::string& field, const char* column, long line) {
+  double value = 0;
+  const char* begin = field.data();
+  const char* end = begin + field.size();
+  if (begin != end && *begin == '+') ++begin;
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  ADAPREC_CHECK(ec == std::errc() && ptr == end && begin != end && std::isfinite(value),
+                ErrorCode::kMalformedInput,
+                "line " << line << ": column '" << column << "' is not a finite number: '" << field << "'");
+  return value;
+}
+}  // namespace
+
+CurveTable readCurvesCsv(std::istream& in) {
+  std::string text;
+  long lineNumber = 0;
+  int stepColumn = -1, valueColumn = -1, curveColumn = -1, countColumn = -1;
+  std::size_t columnCount = 0;
+  // Header: the first line that is neither blank nor a '#' comment.
+  while (std::getline(in, text)) {
+    ++lineNumber;
+    const std::string line = trim(text);
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> names = splitFields(line);
+    columnCount = names.size();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      std::string name = names[i];
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      int* slot = name == "step" ? &stepColumn : name == "value" ? &valueColumn
+                : name == "curve" ? &curveColumn : name == "n" ? &countColumn : nullptr;
+      ADAPREC_CHECK(slot != nullptr, ErrorCode::kMalformedInput,
+                    "line " << lineNumber << ": unknown column '" << names[i]
+                            << "' (expected step, value and optionally curve, n)");
+      ADAPREC_CHECK(*slot < 0, ErrorCode::kMalformedInput,
+                    "line " << lineNumber << ": column '" << name << "' appears twice");
+      *slot = static_cast<int>(i);
+    }
+    break;
+  }
+  ADAPREC_CHECK(columnCount > 0, ErrorCode::kMalformedInput, "line " << lineNumber + 1 << ": no header line");
+  ADAPREC_CHECK(stepColumn >= 0 && valueColumn >= 0, ErrorCode::kMalformedInput,
+                "line " << lineNumber << ": the header must name columns 'step' and 'value'");
+
+  std::map<long, Curve> byId;
+  std::map<long, long> lastLine;
+  while (std::getline(in, text)) {
+    ++lineNumber;
+    const std::string line = trim(text);
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> fields = splitFields(line);
+    ADAPREC_CHECK(fields.size() == columnCount, ErrorCode::kMalformedInput,
+                  "line " << lineNumber << ": " << fields.size() << " fields, the header has " << columnCount);
+    const double step = parseNumber(fields[stepColumn], "step", lineNumber);
+    const double value = parseNumber(fields[valueColumn], "value", lineNumber);
+    long id = 0;
+    if (curveColumn >= 0) {
+      const double raw = parseNumber(fields[curveColumn], "curve", lineNumber);
+      ADAPREC_CHECK(raw >= 0 && raw == std::floor(raw) && raw < 1e9, ErrorCode::kMalformedInput,
+                    "line " << lineNumber << ": curve must be a non-negative integer, got '"
+                            << fields[curveColumn] << "'");
+      id = static_cast<long>(raw);
+    }
+    ADAPREC_CHECK(step >= 0, ErrorCode::kMalformedInput, "line " << lineNumber << ": step must be >= 0, got " << step);
+    ADAPREC_CHECK(value >= 0 && value <= 1, ErrorCode::kMalformedInput,
+                  "line " << lineNumber << ": value must be in [0, 1], got " << value);
+    Curve& curve = byId[id];
+    ADAPREC_CHECK(curve.steps.empty() || step > curve.steps.back(), ErrorCode::kMalformedInput,
+                  "line " << lineNumber << ": step " << step << " of curve " << id
+                          << " does not follow step " << (curve.steps.empty() ? 0.0 : curve.steps.back())
+                          << " (line " << lastLine[id] << "); steps of a curve must increase");
+    curve.steps.push_back(step);
+    curve.values.push_back(value);
+    if (countColumn >= 0) {
+      const double n = parseNumber(fields[countColumn], "n", lineNumber);
+      ADAPREC_CHECK(n > 0, ErrorCode::kMalformedInput, "line " << lineNumber << ": n must be > 0, got " << n);
+      curve.sampleCounts.push_back(n);
+    }
+    lastLine[id] = lineNumber;
+  }
+  ADAPREC_CHECK(!byId.empty(), ErrorCode::kMalformedInput, "line " << lineNumber << ": no data rows after the header");
+  CurveTable table;
+  for (auto& [id, curve] : byId) {
+    table.ids.push_back(id);
+    table.curves.push_back(std::move(curve));
+  }
+  return table;
+}
+
+}  // namespace adaprec::predictor

@@ -1,0 +1,217 @@
+// Data validation and normalisation, the family bases and the numerically careful normal helpers.
+#include "model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "adaprec/error.hpp"
+
+namespace adaprec::predictor {
+
+namespace {
+struct FamilyInfo {
+  const char* name;
+  int parameterCount;
+  double log10KappaLo, log10KappaHi;  // kappa log-uniform in 10^[lo, hi]
+  double alphaLo, alphaHi;            // alpha uniform (two-parameter families)
+};
+
+// Ranges in units of the step scale (the last observed step by default): kappa from "saturates within
+// the first percent of the window" to "barely bends before 10-30x the window"; alpha spans the shapes
+// seen in practice without making g a step function.
+constexpr FamilyInfo kFamilies[kFamilyCount] = {
+    {"pow3", 2, -2.5, 1.5, 0.1, 3.0},
+    {"log_power", 2, -2.5, 1.5, 0.3, 4.0},
+    {"vapor_pressure", 1, -3.0, 1.3, 0.0, 0.0},
+    {"weibull", 2, -2.5, 1.5, 0.3, 3.0},
+    {"ilog2", 1, -3.0, 1.0, 0.0, 0.0},
+};
+
+const FamilyInfo& info(Family family) {
+  const int index = static_cast<int>(family);
+  ADAPREC_CHECK_ARG(index >= 0 && index < kFamilyCount, "unknown family " << index);
+  return kFamilies[index];
+}
+}  // namespace
+
+const char* familyName(Family family) { return info(family).name; }
+
+Family familyFromName(const std::string& name) {
+  for (int i = 0; i < kFamilyCount; ++i) {
+    if (name == kFamilies[i].name) return static_cast<Family>(i);
+  }
+  ADAPREC_FAIL(ErrorCode::kInvalidArgument,
+               "unknown family '" << name << "' (pow3, log_power, vapor_pressure, weibull, ilog2)");
+}
+
+std::vector<Family> allFamilies() {
+  std::vector<Family> out;
+  for (int i = 0; i < kFamilyCount; ++i) out.push_back(static_cast<Family>(i));
+  return out;
+}
+
+int familyParameterCount(Family family) { return info(family).parameterCount; }
+
+void ModelOptions::check() const {
+  ADAPREC_CHECK_ARG(!families.empty(), "ModelOptions: at least one family is needed");
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    info(families[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      ADAPREC_CHECK_ARG(families[i] != families[j],
+                        "ModelOptions: family " << familyName(families[i]) << " listed twice");
+    }
+  }
+  ADAPREC_CHECK_ARG(std::isfinite(startMean) && std::isfinite(gainMean),
+                    "ModelOptions: prior means must be finite");
+  ADAPREC_CHECK_ARG(startSd > 0 && gainSd > 0 && std::isfinite(startSd) && std::isfinite(gainSd),
+                    "ModelOptions: prior sds must be > 0, got start " << startSd << " gain " << gainSd);
+  ADAPREC_CHECK_ARG(noiseMin > 0 && noiseMax > noiseMin && std::isfinite(noiseMax),
+                    "ModelOptions: need 0 < noiseMin < noiseMax, got " << noiseMin << ", " << noiseMax);
+  ADAPREC_CHECK_ARG(stepScale >= 0 && std::isfinite(stepScale),
+                    "ModelOptions: stepScale must be >= 0, got " << stepScale);
+}
+
+void FastOptions::check() const {
+  ADAPREC_CHECK_ARG(grid1d >= 2 && grid1d <= 4096, "FastOptions: grid1d in [2, 4096], got " << grid1d);
+  ADAPREC_CHECK_ARG(grid2d >= 2 && grid2d <= 256, "FastOptions: grid2d in [2, 256], got " << grid2d);
+  ADAPREC_CHECK_ARG(noiseGrid >= 1 && noiseGrid <= 1024,
+                    "FastOptions: noiseGrid in [1, 1024], got " << noiseGrid);
+  ADAPREC_CHECK_ARG(dropMass >= 0 && dropMass < 0.5, "FastOptions: dropMass in [0, 0.5), got " << dropMass);
+}
+
+void McmcOptions::check() const {
+  ADAPREC_CHECK_ARG(walkers == 0 || (walkers >= 4 && walkers % 2 == 0),
+                    "McmcOptions: walkers must be 0 or an even number >= 4, got " << walkers);
+  ADAPREC_CHECK_ARG(iterations > 0 && burnIn >= 0 && burnIn < iterations,
+                    "McmcOptions: need 0 <= burnIn < iterations, got " << burnIn << ", " << iterations);
+  ADAPREC_CHECK_ARG(thin >= 1, "McmcOptions: thin must be >= 1, got " << thin);
+  ADAPREC_CHECK_ARG(maxSamples >= 1, "McmcOptions: maxSamples must be >= 1, got " << maxSamples);
+}
+
+void validateCurves(const std::vector<Curve>& curves) {
+  ADAPREC_CHECK_ARG(!curves.empty(), "no curves given");
+  for (std::size_t c = 0; c < curves.size(); ++c) {
+    const Curve& curve = curves[c];
+    ADAPREC_CHECK_ARG(!curve.steps.empty(), "curve " << c << " has no points");
+    ADAPREC_CHECK_ARG(curve.steps.size() == curve.values.size(),
+                      "curve " << c << ": " << curve.steps.size() << " steps but " << curve.values.size()
+                               << " values");
+    ADAPREC_CHECK_ARG(curve.sampleCounts.empty() || curve.sampleCounts.size() == curve.steps.size(),
+                      "curve " << c << ": " << curve.sampleCounts.size() << " sample counts for "
+                               << curve.steps.size() << " points");
+    for (std::size_t i = 0; i < curve.steps.size(); ++i) {
+      const double step = curve.steps[i];
+      const double value = curve.values[i];
+      ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0,
+                        "curve " << c << " point " << i << ": step must be finite and >= 0, got " << step);
+      ADAPREC_CHECK_ARG(i == 0 || step > curve.steps[i - 1],
+                        "curve " << c << " point " << i << ": steps must increase, got " << curve.steps[i - 1]
+                                 << " then " << step);
+      ADAPREC_CHECK_ARG(std::isfinite(value) && value >= 0 && value <= 1,
+                        "curve " << c << " point " << i << ": value must be in [0, 1], got " << value);
+      if (!curve.sampleCounts.empty()) {
+        const double n = curve.sampleCounts[i];
+        ADAPREC_CHECK_ARG(std::isfinite(n) && n > 0,
+                          "curve " << c << " point " << i << ": sample count must be > 0, got " << n);
+      }
+    }
+  }
+}
+
+namespace detail {
+
+Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
+  validateCurves(curves);
+  model.check();
+  Data data;
+  double last = 0;
+  for (const Curve& curve : curves) last = std::max(last, curve.steps.back());
+  data.stepScale = model.stepScale > 0 ? model.stepScale : (last > 0 ? last : 1.0);
+  for (const Curve& curve : curves) {
+    CurveData d;
+    d.hasCounts = !curve.sampleCounts.empty();
+    for (std::size_t i = 0; i < curve.steps.size(); ++i) {
+      d.x.push_back(curve.steps[i] / data.stepScale);
+      d.y.push_back(curve.values[i]);
+      double tau = 0;
+      if (d.hasCounts) {
+        // Binomial variance at a smoothed proportion, so that 0/n and n/n still carry noise.
+        const double n = curve.sampleCounts[i];
+        const double p = (curve.values[i] * n + 0.5) / (n + 1.0);
+        tau = p * (1.0 - p) / n;
+      }
+      d.tau.push_back(tau);
+    }
+    d.lastCount = d.hasCounts ? curve.sampleCounts.back() : 0.0;
+    data.curves.push_back(std::move(d));
+  }
+  return data;
+}
+
+std::array<double, 2> familyTheta(Family family, double u0, double u1) {
+  const FamilyInfo& f = info(family);
+  const double kappa = std::pow(10.0, f.log10KappaLo + (f.log10KappaHi - f.log10KappaLo) * u0);
+  const double alpha = f.parameterCount == 2 ? f.alphaLo + (f.alphaHi - f.alphaLo) * u1 : 0.0;
+  return {kappa, alpha};
+}
+
+double basis(Family family, const std::array<double, 2>& theta, double x) {
+  const double kappa = theta[0];
+  const double alpha = theta[1];
+  if (x <= 0) return 0.0;
+  switch (family) {
+    case Family::kPow3: return -std::expm1(-alpha * std::log1p(x / kappa));
+    case Family::kLogPower: return 1.0 / (1.0 + std::exp(-alpha * std::log(x / kappa)));
+    case Family::kVaporPressure: return std::exp(-kappa / x);
+    case Family::kWeibull: return -std::expm1(-std::pow(x / kappa, alpha));
+    case Family::kIlog2: return 1.0 - 1.0 / std::log(M_E + x / kappa);
+  }
+  ADAPREC_FAIL(ErrorCode::kInternal, "unknown family " << static_cast<int>(family));
+}
+
+double normalCdf(double z) { return 0.5 * std::erfc(-z * M_SQRT1_2); }
+
+double normalPdf(double z) { return 0.3989422804014327 * std::exp(-0.5 * z * z); }
+
+double logNormalCdf(double z) {
+  if (z > 8) return 0.0;  // log(1 - 6e-16)
+  if (z > -30) return std::log(normalCdf(z));
+  // Mills-ratio asymptotic series: Phi(z) = phi(z)/|z| * (1 - 1/z^2 + 3/z^4 - 15/z^6 ...).
+  const double z2 = z * z;
+  return -0.5 * z2 - 0.5 * kLog2Pi - std::log(-z) + std::log1p(-1.0 / z2 + 3.0 / (z2 * z2));
+}
+
+namespace {
+// phi(z) / Phi(z), finite for every z.
+double inverseMills(double z) {
+  if (z > -30) return normalPdf(z) / normalCdf(z);
+  const double z2 = z * z;
+  return -z / (1.0 - 1.0 / z2 + 3.0 / (z2 * z2) - 15.0 / (z2 * z2 * z2));
+}
+}  // namespace
+
+void truncatedMoments(double m, double s, double& mean, double& var) {
+  if (!(s > 0)) {
+    mean = std::max(m, 0.0);
+    var = 0;
+    return;
+  }
+  const double z = m / s;
+  const double lambda = inverseMills(z);
+  mean = std::max(m + s * lambda, 0.0);
+  var = std::max(s * s * (1.0 - z * lambda - lambda * lambda), 0.0);
+}
+
+CurveCoef coefFromGaussian(double meanA, double meanB, double covAA, double covAB, double covBB) {
+  CurveCoef coef;
+  const double sb = std::sqrt(std::max(covBB, 0.0));
+  coef.r = covBB > 0 ? covAB / covBB : 0.0;
+  coef.c0 = meanA - coef.r * meanB;
+  coef.varCond = std::max(covAA - coef.r * covAB, 0.0);
+  truncatedMoments(meanB, sb, coef.muB, coef.varB);
+  return coef;
+}
+
+}  // namespace detail
+}  // namespace adaprec::predictor

@@ -1,0 +1,80 @@
+// Internal pieces shared by the fast posterior, the MCMC reference and the predictive: normalised data,
+// the family bases, the closed-form per-curve marginal likelihood and the posterior mixture layout.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "adaprec/predictor.hpp"
+
+namespace adaprec::predictor::detail {
+
+inline constexpr double kLog2Pi = 1.8378770664093454836;
+
+// One curve after normalisation: x = step / stepScale, tau = known binomial variance (0 without n).
+struct CurveData {
+  std::vector<double> x, y, tau;
+  bool hasCounts = false;
+  double lastCount = 0;  // sample count of the last point (0 without counts)
+};
+
+struct Data {
+  double stepScale = 1;
+  std::vector<CurveData> curves;
+};
+
+Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model);
+
+// Nonlinear parameters from unit coordinates u in [0,1]^2 (the prior is uniform in u): kappa is
+// log-uniform over the family's range, alpha uniform. One-parameter families ignore u[1].
+std::array<double, 2> familyTheta(Family family, double u0, double u1);
+// The basis g(x; theta) in [0, 1] (1 only by rounding once saturated), non-decreasing in x >= 0.
+double basis(Family family, const std::array<double, 2>& theta, double x);
+
+// Gaussian posterior of one curve's (a, b) and its log marginal likelihood, given the basis values and
+// the total per-point variance. The b >= 0 truncation is included: logEvidence is the evidence under
+// the truncated prior and (muB, varB) are moments of the truncated posterior of b.
+struct CurveFit {
+  double logEvidence = 0;
+  double meanA = 0, meanB = 0;      // untruncated posterior mean
+  double covAA = 0, covAB = 0, covBB = 0;
+};
+
+// Weighted sufficient statistics of one curve for a given basis and noise: w_i = 1/variance_i;
+// sums of w, w g, w g^2, w y, w y g, w y^2, the point count and sum of log variance_i.
+struct Sums {
+  double w = 0, wg = 0, wgg = 0, wy = 0, wyg = 0, wyy = 0, count = 0, logVariance = 0;
+};
+// Closed-form evidence p(y | family, theta, sigma) with (a, b) integrated under the truncated prior.
+CurveFit curveEvidence(const Sums& sums, const ModelOptions& model);
+
+// Standard normal helpers that stay finite in the tails.
+double normalCdf(double z);
+double logNormalCdf(double z);
+double normalPdf(double z);
+// Mean and variance of N(m, s^2) truncated to [0, inf).
+void truncatedMoments(double m, double s, double& mean, double& var);
+
+// Per-curve predictive coefficients of one mixture component: the latent value at basis value g is
+// c0 + (r + g) * b + N(0, varCond) with b having mean muB and variance varB (independent of the
+// Gaussian term). MCMC samples are point masses: r = varB = varCond = 0.
+struct CurveCoef {
+  double c0 = 0, r = 0, muB = 0, varB = 0, varCond = 0;
+};
+
+struct PosteriorState {
+  Data data;
+  ModelOptions model;
+  std::vector<double> weight;          // per component, sums to 1
+  std::vector<Family> family;          // per component
+  std::vector<std::array<double, 2>> theta;
+  std::vector<double> noiseSd;
+  std::vector<CurveCoef> coef;         // component k, curve c at k * curveCount + c
+};
+
+// Converts a Gaussian (a, b) posterior into predictive coefficients under the b >= 0 truncation.
+CurveCoef coefFromGaussian(double meanA, double meanB, double covAA, double covAB, double covBB);
+
+}  // namespace adaprec::predictor::detail

@@ -1,0 +1,27 @@
+// Curves drawn from the model's own prior: for the model's self-consistency checks (tests, benchmark
+// "prior" set). Not a source of realistic curves: the benchmark's SGD set is that.
+#pragma once
+
+#include <array>
+#include <random>
+#include <vector>
+
+#include "adaprec/predictor.hpp"
+
+namespace adaprec::predictor::detail {
+
+struct PriorDraw {
+  std::vector<Curve> curves;  // values at every step given, no sample counts
+  Family family = Family::kPow3;
+  std::array<double, 2> theta{};
+  double noiseSd = 0;
+  std::vector<double> start, gain;  // a_c, b_c
+};
+
+// Draws (family, theta, sigma) once and (a_c, b_c) per curve, then values at `steps` with x = step /
+// stepScale. Draws whose values leave [0, 1] are rejected and redrawn, i.e. the prior is conditioned on
+// valid accuracies (the predictive's truncation to [0, 1] mirrors that).
+PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vector<double>& steps,
+                      double stepScale, std::mt19937_64& rng);
+
+}  // namespace adaprec::predictor::detail

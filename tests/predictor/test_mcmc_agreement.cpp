@@ -1,0 +1,83 @@
+// The MCMC reference and the fast posterior describe the same model: on the same data their predictive
+// means, sds and family weights must agree within Monte Carlo error (estimated from independent chains)
+// plus a small allowance for the quadrature grid.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "adaprec/predictor.hpp"
+
+namespace ap = adaprec::predictor;
+
+namespace {
+struct Stats {
+  double mean = 0, sd = 0;
+};
+Stats meanAndSe(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.mean += x / v.size();
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean) / (v.size() - 1);
+  s.sd = std::sqrt(s.sd / v.size());  // standard error of the mean over chains
+  return s;
+}
+
+void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model, double step) {
+  ap::FastOptions fine;
+  fine.grid1d = 64;
+  fine.grid2d = 24;
+  fine.noiseGrid = 32;
+  const ap::Posterior fast = ap::fitFast(curves, model, fine);
+  const ap::Posterior fastDefault = ap::fitFast(curves, model);
+  std::vector<std::vector<double>> means(curves.size()), sds(curves.size()), q95(curves.size());
+  std::vector<std::vector<double>> weights(ap::kFamilyCount);
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    ap::McmcOptions mcmc;
+    mcmc.seed = seed;
+    mcmc.iterations = 5000;
+    mcmc.burnIn = 1500;
+    mcmc.thin = 5;
+    mcmc.maxSamples = 3000;
+    const ap::Posterior ref = ap::fitMcmc(curves, model, mcmc);
+    for (std::size_t c = 0; c < curves.size(); ++c) {
+      const ap::Prediction p = ref.predict(c, step);
+      means[c].push_back(p.mean);
+      sds[c].push_back(p.sd);
+      q95[c].push_back(p.q95);
+    }
+    const ap::PosteriorSummary s = ref.summary();
+    for (int f = 0; f < ap::kFamilyCount; ++f) weights[f].push_back(s.familyWeights[f]);
+  }
+  for (std::size_t c = 0; c < curves.size(); ++c) {
+    for (const ap::Posterior* post : {&fast, &fastDefault}) {
+      const ap::Prediction p = post->predict(c, step);
+      const Stats m = meanAndSe(means[c]), s = meanAndSe(sds[c]), q = meanAndSe(q95[c]);
+      INFO("curve " << c << (post == &fast ? " fine grid" : " default grid") << ": fast mean " << p.mean << " sd "
+                    << p.sd << " q95 " << p.q95 << "; mcmc mean " << m.mean << " +- " << m.sd << " sd " << s.mean
+                    << " +- " << s.sd << " q95 " << q.mean << " +- " << q.sd);
+      CHECK(std::abs(p.mean - m.mean) < 4 * m.sd + 0.1 * s.mean + 0.002);
+      CHECK(std::abs(p.sd - s.mean) < 4 * s.sd + 0.1 * s.mean + 0.002);
+      CHECK(std::abs(p.q95 - q.mean) < 4 * q.sd + 0.15 * s.mean + 0.002);
+    }
+  }
+  const ap::PosteriorSummary fs = fast.summary();
+  for (int f = 0; f < ap::kFamilyCount; ++f) {
+    const Stats w = meanAndSe(weights[f]);
+    INFO(ap::familyName(static_cast<ap::Family>(f)) << ": fast weight " << fs.familyWeights[f] << " mcmc " << w.mean
+                                                    << " +- " << w.sd);
+    CHECK(std::abs(fs.familyWeights[f] - w.mean) < 4 * w.sd + 0.05);
+  }
+}
+}  // namespace
+
+TEST_CASE("MCMC and fast posterior agree on one short curve, all families", "[predictor][mcmc]") {
+  const ap::Curve curve{{50, 100, 150, 200, 250, 300, 350, 400}, {0.21, 0.34, 0.41, 0.47, 0.49, 0.53, 0.55, 0.555}, {}};
+  compare({curve}, ap::ModelOptions{}, 800.0);
+}
+
+TEST_CASE("MCMC and fast posterior agree on two related curves with sample counts", "[predictor][mcmc]") {
+  const ap::Curve a{{100, 200, 300, 400, 500, 600}, {0.40, 0.52, 0.58, 0.60, 0.63, 0.64}, {200, 200, 200, 200, 200, 200}};
+  const ap::Curve b{{100, 200, 300, 400, 500, 600}, {0.38, 0.47, 0.53, 0.56, 0.58, 0.58}, {200, 200, 200, 200, 200, 200}};
+  ap::ModelOptions model;
+  model.families = {ap::Family::kPow3, ap::Family::kWeibull};
+  compare({a, b}, model, 1500.0);
+}

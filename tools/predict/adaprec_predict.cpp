@@ -1,0 +1,165 @@
+// adaprec-predict: forecast learning curves from a CSV of observed points (see docs/predictor.md).
+//
+//   adaprec-predict --input curves.csv --at 3000,6000 [--json] [--plot out.png] [--method fast|mcmc]
+//
+// Prints `curve,step,mean,std,q05,q95` (one line per curve and requested step) or JSON. Input errors
+// name the line and exit with status 2; other failures exit 1.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
+
+namespace ap = adaprec::predictor;
+
+namespace {
+constexpr int kPlotSteps = 120;
+
+ap::Posterior fit(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model, const std::string& method,
+                  std::uint64_t seed) {
+  if (method == "mcmc") {
+    ap::McmcOptions options;
+    options.seed = seed;
+    return ap::fitMcmc(curves, model, options);
+  }
+  return ap::fitFast(curves, model);
+}
+
+std::string plotScript() {
+  if (const char* env = std::getenv("ADAPREC_PLOT_SCRIPT")) return env;
+  for (const char* candidate : {ADAPREC_PLOT_SCRIPT_SOURCE, ADAPREC_PLOT_SCRIPT_INSTALLED}) {
+    if (std::filesystem::is_regular_file(candidate)) return candidate;
+  }
+  ADAPREC_FAIL(adaprec::ErrorCode::kIo, "plot_prediction.py not found (set ADAPREC_PLOT_SCRIPT)");
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Writes the observed points and a dense prediction grid to a temporary folder and runs the script.
+void plot(const ap::CurveTable& table, const ap::Posterior& posterior, double lastStep, const ap::PredictOptions& po,
+          const std::string& output) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("adaprec-predict-" + std::to_string(static_cast<long>(::getpid())));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream obs(dir / "observed.csv");
+    obs << "curve,step,value\n";
+    for (std::size_t c = 0; c < table.curves.size(); ++c) {
+      for (std::size_t i = 0; i < table.curves[c].steps.size(); ++i) {
+        obs << table.ids[c] << ',' << table.curves[c].steps[i] << ',' << table.curves[c].values[i] << '\n';
+      }
+    }
+    std::ofstream pred(dir / "predicted.csv");
+    pred.precision(8);
+    pred << "curve,step,mean,std,q05,q95\n";
+    for (std::size_t c = 0; c < table.curves.size(); ++c) {
+      for (int i = 0; i <= kPlotSteps; ++i) {
+        const double step = lastStep * i / kPlotSteps;
+        const ap::Prediction p = posterior.predict(c, step, po);
+        pred << table.ids[c] << ',' << step << ',' << p.mean << ',' << p.sd << ',' << p.q05 << ',' << p.q95 << '\n';
+      }
+    }
+  }
+  const std::string command = "python3 " + shellQuote(plotScript()) + " --observed " +
+                              shellQuote((dir / "observed.csv").string()) + " --predicted " +
+                              shellQuote((dir / "predicted.csv").string()) + " --output " + shellQuote(output);
+  const int rc = std::system(command.c_str());
+  std::filesystem::remove_all(dir);
+  ADAPREC_CHECK(rc == 0, adaprec::ErrorCode::kIo, "plot command failed (status " << rc << "): " << command);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Predict learning curves with uncertainty (AdaPrec Bayesian learning-curve model)"};
+  std::string input, plotPath, method = "fast";
+  std::vector<double> at;
+  std::vector<std::string> families;
+  bool json = false, latent = false;
+  std::uint64_t seed = 1;
+  app.add_option("--input", input, "CSV with header step,value[,curve][,n]; '-' reads stdin")->required();
+  app.add_option("--at", at, "steps to predict at, comma-separated")->required()->delimiter(',');
+  app.add_flag("--json", json, "print JSON instead of CSV");
+  app.add_option("--plot", plotPath, "also draw points, mean and 90% band to this PNG (python3 + matplotlib)");
+  app.add_option("--method", method, "fast (quadrature posterior) or mcmc (reference sampler)")
+      ->check(CLI::IsMember({"fast", "mcmc"}));
+  app.add_option("--families", families, "families to mix (default all): pow3,log_power,vapor_pressure,weibull,ilog2")
+      ->delimiter(',');
+  app.add_flag("--latent", latent, "predict the noise-free curve instead of a future observation");
+  app.add_option("--seed", seed, "MCMC seed");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    for (double step : at) {
+      ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0, "--at: steps must be finite and >= 0, got " << step);
+    }
+    ap::CurveTable table;
+    if (input == "-") {
+      table = ap::readCurvesCsv(std::cin);
+    } else {
+      std::ifstream file(input);
+      ADAPREC_CHECK(file.good(), adaprec::ErrorCode::kIo, "cannot open " << input);
+      table = ap::readCurvesCsv(file);
+    }
+    ap::ModelOptions model;
+    if (!families.empty()) {
+      model.families.clear();
+      for (const std::string& name : families) model.families.push_back(ap::familyFromName(name));
+    }
+    const ap::Posterior posterior = fit(table.curves, model, method, seed);
+    ap::PredictOptions po;
+    po.observationNoise = !latent;
+
+    nlohmann::json out;
+    out["method"] = method;
+    out["predictions"] = nlohmann::json::array();
+    if (!json) std::printf("curve,step,mean,std,q05,q95\n");
+    for (std::size_t c = 0; c < table.curves.size(); ++c) {
+      for (double step : at) {
+        const ap::Prediction p = posterior.predict(c, step, po);
+        if (json) {
+          out["predictions"].push_back({{"curve", table.ids[c]}, {"step", step}, {"mean", p.mean}, {"std", p.sd},
+                                        {"q05", p.q05}, {"q95", p.q95}});
+        } else {
+          std::printf("%ld,%.10g,%.6f,%.6f,%.6f,%.6f\n", table.ids[c], step, p.mean, p.sd, p.q05, p.q95);
+        }
+      }
+    }
+    if (json) {
+      const ap::PosteriorSummary summary = posterior.summary();
+      for (ap::Family f : ap::allFamilies()) {
+        out["family_weights"][ap::familyName(f)] = summary.familyWeights[static_cast<int>(f)];
+      }
+      out["noise_sd_mean"] = summary.noiseSdMean;
+      std::cout << out.dump(2) << std::endl;
+    }
+    if (!plotPath.empty()) {
+      double lastStep = *std::max_element(at.begin(), at.end());
+      for (const ap::Curve& curve : table.curves) lastStep = std::max(lastStep, curve.steps.back());
+      plot(table, posterior, lastStep, po, plotPath);
+    }
+  } catch (const adaprec::Error& e) {
+    std::fprintf(stderr, "adaprec-predict: %s\n", e.what());
+    const bool inputError = e.code() == adaprec::ErrorCode::kInvalidArgument ||
+                            e.code() == adaprec::ErrorCode::kMalformedInput;
+    return inputError ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adaprec-predict: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
