@@ -66,6 +66,10 @@ class Transport {
   // on every rank. The default gathers to rank 0, sums in rank order and broadcasts; MPI overrides it
   // with MPI_Allreduce (fp32) or MPI_Allreduce with a 16-bit user op.
   virtual void nativeAllreduce(void* recv, std::size_t count, NativeType type);
+  // Same sum out of place: recv = sum of every rank's send (send is not modified; send == recv means
+  // in place). The default copies and calls nativeAllreduce; MPI passes both buffers to MPI_Allreduce.
+  virtual void nativeAllreduceOutOfPlace(const void* send, void* recv, std::size_t count,
+                                         NativeType type);
 
   // Collective: ranks passing the same color get a transport over just them, ranked by (key, rank).
   // Sub-transports are independent of the parent's traffic.

@@ -167,12 +167,28 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   if (algorithm != Algorithm::kNative)
     impl_->checkAgreement(count, format, options.algorithm, options.average, options.format.errorFeedback);
 
-  if (send != recv && count != 0) std::memmove(recv, send, count * sizeof(float));
-
+  auto finish = [&](AllreduceStats& stats) {
+    if (options.average && size() > 1) {
+      const float ranks = static_cast<float>(size());
+      for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
+    }
+    stats.totalSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    impl_->totals += stats;
+  };
   AllreduceStats stats;
   stats.algorithm = algorithm;
   stats.format = format;
   stats.count = count;
+  if (algorithm == Algorithm::kNative && format == Format::kFp32) {
+    // The baseline path: one MPI_Allreduce with the caller's buffers, nothing else.
+    impl_->transport->nativeAllreduceOutOfPlace(send, recv, count, NativeType::kFp32);
+    const int p = size();
+    const std::size_t moved = p > 1 ? 2 * static_cast<std::size_t>(p - 1) * count / p : 0;
+    stats.wireBytes = stats.fp32Bytes = moved * sizeof(float);
+    finish(stats);
+    return stats;
+  }
+  if (send != recv && count != 0) std::memmove(recv, send, count * sizeof(float));
   detail::Residuals* residuals = nullptr;
   if (feedback) {
     auto it = impl_->feedback.find(options.key);
@@ -195,12 +211,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   }
   detail::runAlgorithm(algorithm, ctx, recv, count);
 
-  if (options.average && size() > 1) {
-    const float ranks = static_cast<float>(size());
-    for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
-  }
-  stats.totalSeconds = std::chrono::duration<double>(Clock::now() - start).count();
-  impl_->totals += stats;
+  finish(stats);
   return stats;
 }
 

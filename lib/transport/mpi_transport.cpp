@@ -162,6 +162,18 @@ class MpiTransport final : public Transport {
     checkMpi(PMPI_Allreduce(MPI_IN_PLACE, recv, n, MPI_UINT16_T, op, comm_), "PMPI_Allreduce(16)");
   }
 
+  void nativeAllreduceOutOfPlace(const void* send, void* recv, std::size_t count,
+                                 NativeType type) override {
+    if (send == recv || type != NativeType::kFp32 || size_ == 1 || count == 0) {
+      Transport::nativeAllreduceOutOfPlace(send, recv, count, type);
+      return;
+    }
+    ADAPREC_CHECK_ARG(count <= static_cast<std::size_t>(INT_MAX),
+                      "native allreduce of " << count << " elements exceeds MPI's int count");
+    checkMpi(PMPI_Allreduce(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_),
+             "PMPI_Allreduce");
+  }
+
   std::unique_ptr<Transport> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     checkMpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");

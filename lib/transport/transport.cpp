@@ -94,6 +94,12 @@ void Transport::nativeAllreduce(void* recv, std::size_t count, NativeType type) 
   }
 }
 
+void Transport::nativeAllreduceOutOfPlace(const void* send, void* recv, std::size_t count,
+                                          NativeType type) {
+  if (send != recv && count != 0) std::memmove(recv, send, count * nativeElementBytes(type));
+  nativeAllreduce(recv, count, type);
+}
+
 namespace detail {
 
 int ranksPerNodeOverride() {
