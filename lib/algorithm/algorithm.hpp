@@ -61,7 +61,8 @@ bool nativeSupports(Format format);
 // The auto rule (docs/algorithms.md). ranks = communicator size, nodes = distinct node ids,
 // maxRanksPerNode = ranks on the fullest node.
 Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes, int maxRanksPerNode);
-// Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native.
+// Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native
+// (as it does whenever all ranks share one node).
 inline constexpr std::size_t kAutoCompressMinBytes = std::size_t{256} << 10;
 
 // Message tags of the algorithms (all < kMaxAlgorithmTag).

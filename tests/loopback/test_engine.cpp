@@ -132,10 +132,12 @@ TEST_CASE("auto follows the documented rule", "[engine]") {
   const std::size_t big = 1 << 20;
   CHECK(resolved(4, 0, Format::kFp32, big) == Algorithm::kNative);
   CHECK(resolved(4, 0, Format::kFp8, 1000) == Algorithm::kNative);
-  CHECK(resolved(4, 0, Format::kFp8, big) == Algorithm::kTwoShot);
-  CHECK(resolved(16, 0, Format::kTable1, big) == Algorithm::kRabenseifner);
-  CHECK(resolved(4, 2, Format::kFp8, big) == Algorithm::kHierarchical);
+  CHECK(resolved(4, 0, Format::kFp8, big) == Algorithm::kNative);  // one node: shared memory
   CHECK(resolved(4, 1, Format::kFp8, big) == Algorithm::kTwoShot);  // one rank per node
+  CHECK(resolved(8, 1, Format::kBf16, big) == Algorithm::kTwoShot);
+  CHECK(resolved(16, 1, Format::kTable1, big) == Algorithm::kRabenseifner);
+  CHECK(resolved(4, 2, Format::kFp8, big) == Algorithm::kHierarchical);
+  CHECK(resolved(4, 2, Format::kFp8, 1000) == Algorithm::kNative);
   CHECK(resolved(1, 0, Format::kFp8, big) == Algorithm::kNative);
 }
 
