@@ -81,8 +81,10 @@ void FastOptions::check() const {
 }
 
 void McmcOptions::check() const {
-  ADAPREC_CHECK_ARG(walkers == 0 || (walkers >= 4 && walkers % 2 == 0),
-                    "McmcOptions: walkers must be 0 or an even number >= 4, got " << walkers);
+  ADAPREC_CHECK_ARG(method == McmcMethod::kCollapsed || method == McmcMethod::kEnsemble,
+                    "McmcOptions: unknown method " << static_cast<int>(method));
+  ADAPREC_CHECK_ARG(method == McmcMethod::kCollapsed ? walkers >= 0 : (walkers == 0 || (walkers >= 4 && walkers % 2 == 0)),
+                    "McmcOptions: walkers must be 0, a chain count, or (ensemble) an even number >= 4, got " << walkers);
   ADAPREC_CHECK_ARG(iterations > 0 && burnIn >= 0 && burnIn < iterations,
                     "McmcOptions: need 0 <= burnIn < iterations, got " << burnIn << ", " << iterations);
   ADAPREC_CHECK_ARG(thin >= 1, "McmcOptions: thin must be >= 1, got " << thin);

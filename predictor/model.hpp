@@ -74,6 +74,14 @@ struct PosteriorState {
   std::vector<CurveCoef> coef;         // component k, curve c at k * curveCount + c
 };
 
+// The two MCMC references behind fitMcmc() (mcmc_collapsed.cpp, mcmc_ensemble.cpp).
+Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions& model, const McmcOptions& options);
+Posterior fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelOptions& model, const McmcOptions& options);
+
+// Appends one posterior sample as a point-mass component (weights are set by the caller).
+void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
+               const std::vector<double>& start, const std::vector<double>& gain);
+
 // Converts a Gaussian (a, b) posterior into predictive coefficients under the b >= 0 truncation.
 CurveCoef coefFromGaussian(double meanA, double meanB, double covAA, double covAB, double covBB);
 

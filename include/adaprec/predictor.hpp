@@ -8,8 +8,8 @@
 // carry Gaussian noise of variance sigma^2 (+ p(1-p)/n when sample counts n are given).
 //
 // fitFast() integrates (a_c, b_c) in closed form and (family, theta, sigma) on a quadrature grid: a
-// posterior mixture in milliseconds. fitMcmc() samples the same posterior with an affine-invariant
-// ensemble sampler and is the reference fitFast() is validated against. Both return a Posterior whose
+// posterior mixture in milliseconds. fitMcmc() samples the same posterior by MCMC and is the reference
+// fitFast() is validated against. Both return a Posterior whose
 // predictive distributions are mixtures of Gaussians truncated to [0, 1].
 //
 // Invalid input (no curves, an empty curve, unsorted or negative steps, values outside [0, 1], counts
@@ -78,12 +78,19 @@ struct FastOptions {
   void check() const;
 };
 
-// Affine-invariant ensemble sampler (Goodman & Weare stretch move) plus a family-switch move.
+// The MCMC reference. kCollapsed: random-walk Metropolis over (family, theta, log sigma) on the closed-form
+// evidence, with every curve's (a, b) drawn exactly from its conditional posterior for each kept sample
+// (well mixing; validates the quadrature, pruning and mixture). kEnsemble: affine-invariant ensemble
+// sampler (Goodman & Weare stretch move, as Domhan et al.) on all parameters, nothing integrated out
+// (validates the closed forms too, but mixes slowly across families).
+enum class McmcMethod : int { kCollapsed = 0, kEnsemble = 1 };
+
 struct McmcOptions {
-  int walkers = 0;          // 0: 4 * dimension, at least 32, rounded up to even
-  int iterations = 4000;    // per walker, burn-in included
-  int burnIn = 2000;
-  int thin = 5;
+  McmcMethod method = McmcMethod::kCollapsed;
+  int walkers = 0;          // chains (kCollapsed, 0: 8) or walkers (kEnsemble, 0: 4 * dimension, >= 32)
+  int iterations = 4000;    // per chain or walker, burn-in included
+  int burnIn = 1000;
+  int thin = 2;
   int maxSamples = 4000;    // samples kept (evenly spread) as the posterior mixture
   std::uint64_t seed = 1;
   void check() const;

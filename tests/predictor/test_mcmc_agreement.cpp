@@ -1,6 +1,6 @@
-// The MCMC reference and the fast posterior describe the same model: on the same data their predictive
-// means, sds and family weights must agree within Monte Carlo error (estimated from independent chains)
-// plus a small allowance for the quadrature grid.
+// The MCMC references and the fast posterior describe the same model: on the same data their predictive
+// means, sds, quantiles and family weights must agree within Monte Carlo error (estimated from runs
+// with independent seeds) plus a small allowance for the quadrature grid.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -21,7 +21,8 @@ Stats meanAndSe(const std::vector<double>& v) {
   return s;
 }
 
-void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model, double step) {
+void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model, double step, ap::McmcMethod method,
+             double slack) {
   ap::FastOptions fine;
   fine.grid1d = 64;
   fine.grid2d = 24;
@@ -32,11 +33,12 @@ void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model
   std::vector<std::vector<double>> weights(ap::kFamilyCount);
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     ap::McmcOptions mcmc;
+    mcmc.method = method;
     mcmc.seed = seed;
-    mcmc.iterations = 5000;
-    mcmc.burnIn = 1500;
-    mcmc.thin = 5;
-    mcmc.maxSamples = 3000;
+    mcmc.iterations = method == ap::McmcMethod::kEnsemble ? 6000 : 4000;
+    mcmc.burnIn = method == ap::McmcMethod::kEnsemble ? 2000 : 1000;
+    mcmc.thin = 4;
+    mcmc.maxSamples = 4000;
     const ap::Posterior ref = ap::fitMcmc(curves, model, mcmc);
     for (std::size_t c = 0; c < curves.size(); ++c) {
       const ap::Prediction p = ref.predict(c, step);
@@ -51,12 +53,13 @@ void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model
     for (const ap::Posterior* post : {&fast, &fastDefault}) {
       const ap::Prediction p = post->predict(c, step);
       const Stats m = meanAndSe(means[c]), s = meanAndSe(sds[c]), q = meanAndSe(q95[c]);
-      INFO("curve " << c << (post == &fast ? " fine grid" : " default grid") << ": fast mean " << p.mean << " sd "
+      INFO("seeds 1..4, curve " << c << (post == &fast ? " fine grid" : " default grid") << ": fast mean " << p.mean << " sd "
                     << p.sd << " q95 " << p.q95 << "; mcmc mean " << m.mean << " +- " << m.sd << " sd " << s.mean
                     << " +- " << s.sd << " q95 " << q.mean << " +- " << q.sd);
-      CHECK(std::abs(p.mean - m.mean) < 4 * m.sd + 0.1 * s.mean + 0.002);
-      CHECK(std::abs(p.sd - s.mean) < 4 * s.sd + 0.1 * s.mean + 0.002);
-      CHECK(std::abs(p.q95 - q.mean) < 4 * q.sd + 0.15 * s.mean + 0.002);
+      // Allowance beyond 4 standard errors: `slack` of the predictive sd (grid error, ensemble bias).
+      CHECK(std::abs(p.mean - m.mean) < 4 * m.sd + slack * s.mean);
+      CHECK(std::abs(p.sd - s.mean) < 4 * s.sd + slack * s.mean);
+      CHECK(std::abs(p.q95 - q.mean) < 4 * q.sd + slack * s.mean);
     }
   }
   const ap::PosteriorSummary fs = fast.summary();
@@ -64,20 +67,28 @@ void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model
     const Stats w = meanAndSe(weights[f]);
     INFO(ap::familyName(static_cast<ap::Family>(f)) << ": fast weight " << fs.familyWeights[f] << " mcmc " << w.mean
                                                     << " +- " << w.sd);
-    CHECK(std::abs(fs.familyWeights[f] - w.mean) < 4 * w.sd + 0.05);
+    CHECK(std::abs(fs.familyWeights[f] - w.mean) < 4 * w.sd + 0.03);
   }
 }
 }  // namespace
 
-TEST_CASE("MCMC and fast posterior agree on one short curve, all families", "[predictor][mcmc]") {
+TEST_CASE("collapsed MCMC and fast posterior agree on one short curve, all families", "[predictor][mcmc]") {
   const ap::Curve curve{{50, 100, 150, 200, 250, 300, 350, 400}, {0.21, 0.34, 0.41, 0.47, 0.49, 0.53, 0.55, 0.555}, {}};
-  compare({curve}, ap::ModelOptions{}, 800.0);
+  compare({curve}, ap::ModelOptions{}, 800.0, ap::McmcMethod::kCollapsed, 0.1);
 }
 
-TEST_CASE("MCMC and fast posterior agree on two related curves with sample counts", "[predictor][mcmc]") {
+TEST_CASE("collapsed MCMC and fast posterior agree on two related curves with sample counts", "[predictor][mcmc]") {
   const ap::Curve a{{100, 200, 300, 400, 500, 600}, {0.40, 0.52, 0.58, 0.60, 0.63, 0.64}, {200, 200, 200, 200, 200, 200}};
   const ap::Curve b{{100, 200, 300, 400, 500, 600}, {0.38, 0.47, 0.53, 0.56, 0.58, 0.58}, {200, 200, 200, 200, 200, 200}};
+  compare({a, b}, ap::ModelOptions{}, 1500.0, ap::McmcMethod::kCollapsed, 0.1);
+}
+
+TEST_CASE("uncollapsed ensemble MCMC agrees with the fast posterior for one family", "[predictor][mcmc]") {
+  // Nothing integrated out here: this also checks the closed forms. One family, because the ensemble's
+  // family switches mix too slowly for a test-sized run.
+  const ap::Curve a{{100, 200, 300, 400, 500, 600}, {0.40, 0.52, 0.58, 0.60, 0.63, 0.64}, {}};
+  const ap::Curve b{{100, 200, 300, 400, 500, 600}, {0.38, 0.47, 0.53, 0.56, 0.58, 0.58}, {}};
   ap::ModelOptions model;
-  model.families = {ap::Family::kPow3, ap::Family::kWeibull};
-  compare({a, b}, model, 1500.0);
+  model.families = {ap::Family::kPow3};
+  compare({a, b}, model, 1500.0, ap::McmcMethod::kEnsemble, 0.2);
 }

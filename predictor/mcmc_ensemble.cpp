@@ -1,4 +1,4 @@
-// fitMcmc(): the reference sampler for the model fitFast() integrates by quadrature.
+// The uncollapsed MCMC reference (McmcMethod::kEnsemble).
 //
 // State per walker: family k and x = (u0, u1, log sigma, a_1, b_1, ..., a_C, b_C), nothing integrated
 // out, so a mistake in the closed forms of evidence.cpp shows up as a disagreement. The target is
@@ -120,8 +120,8 @@ Walker initialWalker(const Target& target, const ModelOptions& model, std::mt199
 }
 }  // namespace
 
-Posterior fitMcmc(const std::vector<Curve>& curves, const ModelOptions& model, const McmcOptions& options) {
-  options.check();
+Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelOptions& model,
+                                  const McmcOptions& options) {
   auto state = std::make_shared<detail::PosteriorState>();
   state->data = detail::prepareData(curves, model);
   state->model = model;
@@ -168,6 +168,30 @@ Posterior fitMcmc(const std::vector<Curve>& curves, const ModelOptions& model, c
         }
       }
     }
+    if (iteration == options.burnIn / 2) {
+      // Stuck walkers: the stretch move cannot pull a walker out of a region far below the others (it
+      // was started there), so halfway through burn-in each walker more than 3*dim nats below the best
+      // restarts next to a random walker in the upper half. Burn-in only; the chain after it is untouched.
+      std::vector<std::size_t> order(walkerCount);
+      for (std::size_t i = 0; i < walkerCount; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(),
+                [&](std::size_t x, std::size_t y) { return walkers[x].logTarget > walkers[y].logTarget; });
+      const double best = walkers[order[0]].logTarget;
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (Walker& w : walkers) {
+        if (w.logTarget > best - 3.0 * dim) continue;
+        for (int attempt = 0; attempt < 100; ++attempt) {
+          const Walker& donor = walkers[order[static_cast<std::size_t>(unit(rng) * (walkerCount / 2)) % (walkerCount / 2)]];
+          Walker moved = donor;
+          for (double& v : moved.x) v += 1e-4 * normal(rng);
+          moved.logTarget = target(moved.family, moved.x);
+          if (std::isfinite(moved.logTarget)) {
+            w = moved;
+            break;
+          }
+        }
+      }
+    }
     if (iteration >= options.burnIn && (iteration - options.burnIn) % options.thin == 0) {
       samples.insert(samples.end(), walkers.begin(), walkers.end());
     }
@@ -176,18 +200,15 @@ Posterior fitMcmc(const std::vector<Curve>& curves, const ModelOptions& model, c
   // Keep at most maxSamples, evenly spread over the run.
   const std::size_t keep = std::min<std::size_t>(samples.size(), options.maxSamples);
   const std::size_t curveCount = state->data.curves.size();
+  std::vector<double> start(curveCount), gain(curveCount);
   for (std::size_t i = 0; i < keep; ++i) {
     const Walker& w = samples[i * samples.size() / keep];
-    state->weight.push_back(1.0 / keep);
-    state->family.push_back(w.family);
-    state->theta.push_back(detail::familyTheta(w.family, w.x[0], w.x[1]));
-    state->noiseSd.push_back(std::exp(w.x[2]));
     for (std::size_t c = 0; c < curveCount; ++c) {
-      detail::CurveCoef coef;
-      coef.c0 = w.x[3 + 2 * c];
-      coef.muB = w.x[4 + 2 * c];
-      state->coef.push_back(coef);
+      start[c] = w.x[3 + 2 * c];
+      gain[c] = w.x[4 + 2 * c];
     }
+    detail::addSample(*state, w.family, detail::familyTheta(w.family, w.x[0], w.x[1]), std::exp(w.x[2]), start, gain);
+    state->weight.back() = 1.0 / keep;
   }
   return Posterior(std::move(state));
 }
