@@ -1,0 +1,25 @@
+// GPU codecs (built with -Dcuda=enabled/auto when nvcc is present) for the element-wise and
+// block-scaled formats (fp32, bf16, fp16, fp8, fp8s, e4m3), on the same scalar math as the host
+// reference (include/adaprec/detail/scalar_convert.hpp), so a chunk encoded here is byte-identical
+// to adaprec::encode's. Table-N on the GPU is not provided yet: these calls throw
+// Error(kUnsupported) for table formats, as they do in a build without CUDA.
+//
+// All buffers are device pointers; every call is stream-ordered on `stream` (a cudaStream_t, nullptr
+// = the default stream), allocates nothing and can be captured in a CUDA graph. Decoders trust the
+// chunk: validate chunks of unknown origin on the host with adaprec::inspectChunk first.
+#pragma once
+
+#include <cstddef>
+
+#include "adaprec/format.hpp"
+
+namespace adaprec::gpu {
+
+// Whether this build has the CUDA kernels and this process sees at least one CUDA device.
+bool deviceAvailable();
+
+void encode(Format format, const float* src, std::size_t count, void* chunk, void* stream);
+void decode(Format format, const void* chunk, float* dst, std::size_t count, void* stream);
+void decodeAdd(Format format, const void* chunk, float* acc, std::size_t count, void* stream);
+
+}  // namespace adaprec::gpu
