@@ -75,7 +75,14 @@ TEST_CASE("invalid options and queries raise kInvalidArgument", "[predictor][err
   fast.grid2d = 1;
   CHECK(codeOf([&] { ap::fitFast(ok, {}, fast); }) == ErrorCode::kInvalidArgument);
   ap::McmcOptions mcmc;
-  mcmc.walkers = 3;
+  mcmc.method = ap::McmcMethod::kEnsemble;
+  mcmc.walkers = 3;  // the stretch move needs an even split of the ensemble
+  CHECK(codeOf([&] { ap::fitMcmc(ok, {}, mcmc); }) == ErrorCode::kInvalidArgument);
+  mcmc = {};
+  mcmc.walkers = -1;
+  CHECK(codeOf([&] { ap::fitMcmc(ok, {}, mcmc); }) == ErrorCode::kInvalidArgument);
+  mcmc = {};
+  mcmc.burnIn = mcmc.iterations;
   CHECK(codeOf([&] { ap::fitMcmc(ok, {}, mcmc); }) == ErrorCode::kInvalidArgument);
   const ap::Posterior post = ap::fitFast(ok);
   CHECK(codeOf([&] { post.predict(1, 10); }) == ErrorCode::kInvalidArgument);
