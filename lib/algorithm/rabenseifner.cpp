@@ -10,7 +10,7 @@
 //     (core ^ d); it decodeAdds the partner's encoding of the kept half. Core rank c ends owning
 //     chunk c, fully summed, and encodes it once, keeping the decoded value.
 //   allgather, distance d = 1, 2, ..., q/2: partners swap the encoded bytes of their current ranges
-//     unchanged (one message per round) and decode what they receive.
+//     unchanged (one message per round, cut into pieces of at most 64 MiB) and decode them.
 //   post-step: each odd rank below 2*extra sends all encoded chunks to the even rank below it.
 // Bytes sent per core rank: 2 (q-1)/q * encodedBytes(count) (+ encodedBytes(count) for pre/post);
 // 2 log2(q) messages per segment index.
@@ -52,7 +52,8 @@ void rabenseifnerAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
 
   if (r < 2 * extra && r % 2 == 0) {
     // Pre-step sender: contribute, then wait for the finished encodings.
-    RequestPtr result = steps.recv(r + 1, recvStage.data(), layout.totalBytes(), kTagPostStep);
+    std::vector<RequestPtr> result =
+        steps.recvRange(r + 1, recvStage.data(), layout.totalBytes(), kTagPostStep);
     forEachSegment(0, q, [&](int c, std::size_t k) {
       std::byte* dst = sendStage.data() + layout.segmentByteOffset(c, k);
       steps.encode(buf + layout.segmentOffset(c, k), layout.segmentCount(c, k), dst,
@@ -60,7 +61,7 @@ void rabenseifnerAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       sends.push_back(steps.send(r + 1, dst, layout.segmentBytes(c, k), layout.segmentCount(c, k),
                                  kTagPreStep));
     });
-    steps.waitRecv(*result, layout.totalBytes());
+    steps.waitRange(result, layout.totalBytes());
     decodeAll(0, q);
     steps.waitAll(sends);
     return;
@@ -133,25 +134,20 @@ void rabenseifnerAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
     const int otherHi = otherLo + (hi - lo);
     const std::size_t sendBytes = layout.chunksBytes(lo, hi);
     const std::size_t recvBytes = layout.chunksBytes(otherLo, otherHi);
-    RequestPtr recv;
-    if (recvBytes != 0)
-      recv = steps.recv(partner, recvStage.data() + layout.chunkByteOffset(otherLo), recvBytes,
+    std::vector<RequestPtr> recvs =
+        steps.recvRange(partner, recvStage.data() + layout.chunkByteOffset(otherLo), recvBytes,
                         kTagAllgather);
-    if (sendBytes != 0)
-      sends.push_back(steps.send(partner, recvStage.data() + layout.chunkByteOffset(lo), sendBytes,
-                                 layout.chunkOffset(hi - 1) + layout.chunkCount(hi - 1) -
-                                     layout.chunkOffset(lo),
-                                 kTagAllgather));
-    if (recv) {
-      steps.waitRecv(*recv, recvBytes);
-      decodeAll(otherLo, otherHi);
-    }
+    steps.sendRange(partner, recvStage.data() + layout.chunkByteOffset(lo), sendBytes,
+                    layout.chunkOffset(hi - 1) + layout.chunkCount(hi - 1) - layout.chunkOffset(lo),
+                    kTagAllgather, sends);
+    steps.waitRange(recvs, recvBytes);
+    decodeAll(otherLo, otherHi);
     lo = std::min(lo, otherLo);
     hi = std::max(hi, otherHi);
   }
 
   if (r < 2 * extra) {
-    sends.push_back(steps.send(r - 1, recvStage.data(), layout.totalBytes(), count, kTagPostStep));
+    steps.sendRange(r - 1, recvStage.data(), layout.totalBytes(), count, kTagPostStep, sends);
   }
   steps.waitAll(sends);
 }

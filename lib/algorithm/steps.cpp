@@ -1,5 +1,6 @@
 #include "algorithm/steps.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -71,6 +72,32 @@ RequestPtr Steps::sendFloats(int peer, const float* data, std::size_t n, int tag
 
 RequestPtr Steps::recv(int peer, void* data, std::size_t bytes, int tag) {
   return ctx_.transport.irecv(peer, data, bytes, tag);
+}
+
+void Steps::sendRange(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag,
+                      std::vector<RequestPtr>& into) {
+  ctx_.stats.fp32Bytes += n * sizeof(float);
+  for (std::size_t offset = 0; offset < bytes; offset += kMaxMessageBytes) {
+    const std::size_t piece = std::min(kMaxMessageBytes, bytes - offset);
+    ctx_.stats.wireBytes += piece;
+    into.push_back(ctx_.transport.isend(peer, data + offset, piece, tag));
+  }
+}
+
+std::vector<RequestPtr> Steps::recvRange(int peer, std::byte* data, std::size_t bytes, int tag) {
+  std::vector<RequestPtr> pieces;
+  for (std::size_t offset = 0; offset < bytes; offset += kMaxMessageBytes)
+    pieces.push_back(ctx_.transport.irecv(peer, data + offset, std::min(kMaxMessageBytes, bytes - offset), tag));
+  return pieces;
+}
+
+void Steps::waitRange(std::vector<RequestPtr>& pieces, std::size_t bytes) {
+  std::size_t offset = 0;
+  for (RequestPtr& piece : pieces) {
+    waitRecv(*piece, std::min(kMaxMessageBytes, bytes - offset));
+    offset += kMaxMessageBytes;
+  }
+  pieces.clear();
 }
 
 void Steps::waitRecv(Request& request, std::size_t expectedBytes) {

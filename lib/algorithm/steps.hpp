@@ -30,6 +30,14 @@ class Steps {
   // Same, for data that is plain fp32 on the wire.
   RequestPtr sendFloats(int peer, const float* data, std::size_t n, int tag);
   RequestPtr recv(int peer, void* data, std::size_t bytes, int tag);
+  // A byte range of several encoded segments, sent as pieces of at most kMaxMessageBytes (transport
+  // message sizes are int-limited under MPI); the receiver cuts the same range the same way.
+  void sendRange(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag,
+                 std::vector<RequestPtr>& into);
+  std::vector<RequestPtr> recvRange(int peer, std::byte* data, std::size_t bytes, int tag);
+  void waitRange(std::vector<RequestPtr>& pieces, std::size_t bytes);
+  static constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 26;
+
   // Waits for a receive and checks that exactly `expectedBytes` arrived (else Error(kMismatch)).
   void waitRecv(Request& request, std::size_t expectedBytes);
   void waitAll(std::vector<RequestPtr>& requests);
