@@ -34,7 +34,8 @@ struct HostKernels {
 
   // Table-N: codes of `bits` bits against the K-1 midpoints; returns whether any element was NaN/Inf.
   bool (*encodeTable)(const float* src, std::size_t n, unsigned bits, const float* mids, std::uint8_t* dst);
-  // signedTable[code] is the value of code (2K entries: sign bit on top of the index).
+  // signedTable[code] is the value of code (sign bit on top of the index): 2K values, and at least
+  // 16 readable entries (the AVX2 decoder loads whole registers of it).
   void (*decodeTable)(const std::uint8_t* src, std::size_t n, unsigned bits, const float* signedTable,
                       float* dst);
   void (*decodeAddTable)(const std::uint8_t* src, std::size_t n, unsigned bits, const float* signedTable,
