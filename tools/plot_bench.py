@@ -4,12 +4,15 @@
     tools/plot_bench.py results.json --out plots/shm4 [--algo auto] [--title "4 ranks, shared memory"]
     tools/plot_bench.py results.json --table [--algo auto]
     tools/plot_bench.py results.json --goals
+    tools/plot_bench.py results.json --matrix speedup [--algo auto]
 
 The first writes plots/shm4-busbw.png and plots/shm4-speedup.png; --table prints the rows as a
 Markdown table instead (the tables of docs/benchmarks.md); --goals prints, per size and format, the
 speedup of auto and of the fastest algorithm against the issue's goals and the bandwidth-bound ideal
 32/bits, and (when the run has an fp32 ring row) the fastest time against AdaPrec's own fp32 ring,
-which separates the gain of compression from the baseline's choice of algorithm. Rows are grouped by (format, algo); --algo
+which separates the gain of compression from the baseline's choice of algorithm. --matrix KEY prints
+one line per (size, algorithm) and one column per format holding that column's value (e.g. speedup),
+with the baseline's time. Rows are grouped by (format, algo); --algo
 keeps the rows whose algo column equals it or starts with "<it>:" (e.g. "auto" keeps "auto:ring").
 The native baseline is drawn as a dashed black line in both plots. Needs Debian's python3-matplotlib.
 """
@@ -144,12 +147,43 @@ def print_goals(rows):
             print("| " + " | ".join(cells) + " |")
 
 
+def print_matrix(rows, algo, key):
+    formats, lines, baseline = [], {}, {}
+    for row in rows:
+        if not keep(row, algo):
+            continue
+        if row["algo"] in BASELINES:
+            baseline[row["size"]] = row["time"]
+            continue
+        requested = row["algo"].split(":")[0]
+        if row["format"] not in formats:
+            formats.append(row["format"])
+        lines.setdefault((row["size"], requested), {})[row["format"]] = row
+    print("| size | algo | baseline time(us) | " + " | ".join(formats) + " |")
+    print("|---:|---|---:|" + "---:|" * len(formats))
+    for (size, requested), cells in sorted(lines.items(), key=lambda item: item[0]):
+        values = []
+        for name in formats:
+            row = cells.get(name)
+            value = None if row is None else row.get(key)
+            if value is None:
+                values.append("-")
+            elif isinstance(value, float):
+                resolved = row["algo"].split(":")[1] if ":" in row["algo"] else ""
+                values.append(format(value, ".2f" if abs(value) >= 0.01 else ".1e") +
+                              (f" ({resolved})" if resolved and requested == "auto" and resolved != "twoshot" else ""))
+            else:
+                values.append(str(value))
+        print(f"| {size} | {requested} | {fmt(baseline.get(size), '.0f')} | " + " | ".join(values) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("json", nargs="+", help="adaprec-bench -J output file(s)")
     parser.add_argument("--out", help="output path prefix (PREFIX-busbw.png, PREFIX-speedup.png)")
     parser.add_argument("--table", action="store_true", help="print a Markdown table instead of plotting")
     parser.add_argument("--goals", action="store_true", help="print speedups against the goals and 32/bits")
+    parser.add_argument("--matrix", metavar="KEY", help="print KEY (e.g. speedup) as a size x format table")
     parser.add_argument("--algo", help="only rows of this algorithm (e.g. auto, ring); default: all")
     parser.add_argument("--title", default="adaprec-bench", help="plot title")
     args = parser.parse_args()
@@ -159,6 +193,9 @@ def main():
         return
     if args.goals:
         print_goals(rows)
+        return
+    if args.matrix:
+        print_matrix(rows, args.algo, args.matrix)
         return
     if not args.out:
         parser.error("--out is required unless --table is given")
