@@ -14,11 +14,11 @@
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
+#include "communicator/fast_clock.hpp"
 
 namespace adaprec {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 std::size_t segmentCountFromEnvironment() {
   // Testing knob: small segments exercise the pipelined paths with small buffers.
@@ -87,6 +87,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport) : impl_(std::ma
   ADAPREC_CHECK_ARG(transport != nullptr, "Communicator needs a transport");
   impl_->transport = std::move(transport);
   impl_->segmentCount = segmentCountFromEnvironment();
+  detail::fastClockSecondsPerTick();  // calibrate now, not inside the first allreduce
   impl_->totals.calls = 0;
   // Node layout (collective): node id + 1 of every rank, gathered with an element-wise max.
   const int p = impl_->transport->size();
@@ -133,7 +134,7 @@ AllreduceStats Communicator::allreduce(float* buf, std::size_t count,
 
 AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size_t count,
                                        const AllreduceOptions& options) {
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = detail::fastClockTicks();
   ADAPREC_CHECK_ARG(options.format.selection != Selection::kAdaptive,
                     "format 'adaptive' is chosen by the trainer's controller, not by allreduce");
   ADAPREC_CHECK_ARG(count == 0 || (send != nullptr && recv != nullptr), "null buffer for " << count
@@ -172,7 +173,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
       const float ranks = static_cast<float>(size());
       for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
     }
-    stats.totalSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats.totalSeconds = detail::fastClockSeconds(start, detail::fastClockTicks());
     impl_->totals += stats;
   };
   AllreduceStats stats;
