@@ -19,7 +19,6 @@
 namespace adaprec {
 namespace {
 
-
 std::size_t segmentCountFromEnvironment() {
   // Testing knob: small segments exercise the pipelined paths with small buffers.
   const char* text = std::getenv("ADAPREC_SEGMENT_COUNT");
