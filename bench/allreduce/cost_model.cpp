@@ -203,6 +203,7 @@ CostModel::Parts CostModel::flatParts(Algorithm algorithm, Format format, std::s
 
 double CostModel::predictSeconds(Algorithm algorithm, Format format, std::size_t count) const {
   ADAPREC_CHECK_ARG(algorithm != Algorithm::kAuto, "predictSeconds needs a resolved algorithm");
+  ADAPREC_CHECK_ARG(ranks_ > 1, "the cost model needs at least 2 ranks");
   auto time = [](const Parts& parts, const LinkEstimate& link) {
     return parts.steps * link.alphaSeconds + parts.wireBytes / link.bytesPerSecond + parts.codecSeconds;
   };

@@ -94,7 +94,9 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     // What a ring would send: the baseline's own bytes are not observable.
     fillTiming(native, baselineSeconds, p > 1 ? 2.0 * (p - 1) / p * native.sizeBytes : 0.0, baselineSeconds);
     fillCheck(context, native, data, buffers, Format::kFp32, false);
-    if (context.model) native.predictedUs = context.model->predictSeconds(Algorithm::kNative, Format::kFp32, count) * 1e6;
+    // One rank moves nothing between ranks: the model has no link to predict with.
+    const bool predict = context.model != nullptr && p > 1;
+    if (predict) native.predictedUs = context.model->predictSeconds(Algorithm::kNative, Format::kFp32, count) * 1e6;
     emit(context, rows, std::move(native));
 
     for (const FormatSpec& spec : options.formats) {
@@ -142,7 +144,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         fillTiming(row, seconds, wireBytes, baselineSeconds);
         row.ratio = wireBytes > 0 ? fp32Bytes / wireBytes : 1.0;
         fillCheck(context, row, data, buffers, stats.format, spec.errorFeedback);
-        if (context.model) row.predictedUs = context.model->predictSeconds(stats.algorithm, stats.format, count) * 1e6;
+        if (predict) row.predictedUs = context.model->predictSeconds(stats.algorithm, stats.format, count) * 1e6;
         emit(context, rows, std::move(row));
       }
     }
