@@ -72,6 +72,21 @@ float* Residuals::slot(std::size_t index, std::size_t count) {
   return s.data();
 }
 
+std::span<std::byte> Workspace::bytes(std::size_t slot, std::size_t size) {
+  ADAPREC_CHECK(slot < kSlots, ErrorCode::kInternal, "workspace slot " << slot);
+  if (capacity_[slot] < size) {
+    buffers_[slot].reset();  // release first: the old and new buffer need not coexist
+    buffers_[slot] = std::make_unique_for_overwrite<std::byte[]>(size);
+    capacity_[slot] = size;
+  }
+  return {buffers_[slot].get(), size};
+}
+
+std::span<float> Workspace::floats(std::size_t slot, std::size_t count) {
+  const std::span<std::byte> raw = bytes(slot, count * sizeof(float));
+  return {reinterpret_cast<float*>(raw.data()), count};
+}
+
 void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count) {
   switch (algorithm) {
     case Algorithm::kNative: return nativeAllreduce(ctx, buf, count);

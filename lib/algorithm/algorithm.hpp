@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "adaprec/communicator.hpp"
@@ -32,12 +33,26 @@ struct Hierarchy {
   std::unique_ptr<Transport> leaders;  // one rank per node (only meaningful on leaders)
 };
 
+// Staging memory reused across calls: the encoded copies of a large buffer are allocated (and
+// page-faulted) once per Communicator instead of on every allreduce. Contents are unspecified.
+class Workspace {
+ public:
+  static constexpr std::size_t kSlots = 4;  // 0-2: algorithms; 3: hierarchical's intra-node buffer
+  std::span<std::byte> bytes(std::size_t slot, std::size_t size);
+  std::span<float> floats(std::size_t slot, std::size_t count);
+
+ private:
+  std::unique_ptr<std::byte[]> buffers_[kSlots];
+  std::size_t capacity_[kSlots] = {};
+};
+
 struct AlgorithmContext {
   Transport& transport;
   Format format;
   Residuals* residuals;  // null without error feedback
   AllreduceStats& stats;
   std::size_t segmentCount;        // elements per pipelined segment
+  Workspace& workspace;
   Hierarchy* hierarchy = nullptr;  // set for kHierarchical
   Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what the leaders run
 };

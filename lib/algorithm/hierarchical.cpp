@@ -8,6 +8,7 @@
 // Bytes sent per rank: non-leaders count*4 (intra-node); leaders (local ranks - 1) * count*4 intra-node
 // + the inner algorithm's bytes among N nodes. Quantizations per value: those of the inner algorithm
 // with N ranks (twoshot: 2); error feedback lives on the leaders.
+#include <span>
 #include <vector>
 
 #include "adaprec/error.hpp"
@@ -24,7 +25,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   const int local = intra.rank();
   const int localSize = intra.size();
   // Intra-node traffic is plain fp32 and has no error feedback.
-  AlgorithmContext intraCtx{intra, ctx.format, nullptr, ctx.stats, ctx.segmentCount};
+  AlgorithmContext intraCtx{intra, ctx.format, nullptr, ctx.stats, ctx.segmentCount, ctx.workspace};
   Steps steps(intraCtx);
 
   if (local != 0) {
@@ -36,7 +37,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
     steps.waitRecv(*result, count * sizeof(float));
     return;
   }
-  std::vector<float> incoming(count);
+  const std::span<float> incoming = ctx.workspace.floats(3, count);
   for (int peer = 1; peer < localSize; ++peer) {
     RequestPtr recv = steps.recv(peer, incoming.data(), count * sizeof(float), kTagIntraReduce);
     steps.waitRecv(*recv, count * sizeof(float));
@@ -44,7 +45,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   }
   if (ctx.hierarchy->leaders && ctx.hierarchy->leaders->size() > 1) {
     AlgorithmContext leaderCtx{*ctx.hierarchy->leaders, ctx.format, ctx.residuals, ctx.stats,
-                               ctx.segmentCount, nullptr, ctx.innerAlgorithm};
+                               ctx.segmentCount, ctx.workspace};
     runAlgorithm(ctx.innerAlgorithm, leaderCtx, buf, count);
   }
   std::vector<RequestPtr> sends;

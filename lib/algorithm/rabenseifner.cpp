@@ -17,6 +17,7 @@
 // Quantizations per value: log2(q) + 1 (+1 for the contributions of pre-step ranks). The halves a rank
 // sends are disjoint, so each rank encodes each position at most once per call (one EF slot).
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
@@ -34,8 +35,8 @@ void rabenseifnerAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   const int extra = p - q;
   const Layout layout(ctx.format, count, q, ctx.segmentCount);
   Steps steps(ctx);
-  std::vector<std::byte> sendStage(layout.totalBytes());
-  std::vector<std::byte> recvStage(layout.totalBytes());
+  const std::span<std::byte> sendStage = ctx.workspace.bytes(0, layout.totalBytes());
+  const std::span<std::byte> recvStage = ctx.workspace.bytes(1, layout.totalBytes());
   std::vector<RequestPtr> sends;
 
   // Every segment of chunks [first, last), in order.

@@ -15,6 +15,7 @@
 // Error feedback: a rank encodes each position once per round, so slot = round (pre-step slot 0,
 // rounds 1..log2 q, post-step log2 q + 1). All ranks of a group hold the same vector and residual,
 // and add that residual once to the shared value, so the correction is not multiplied.
+#include <span>
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
@@ -39,8 +40,8 @@ void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t c
   const std::size_t segments = layout.segments(0);
   const std::size_t total = layout.totalBytes();
   Steps steps(ctx);
-  std::vector<std::byte> mine(total);
-  std::vector<std::byte> theirs(total);
+  const std::span<std::byte> mine = ctx.workspace.bytes(0, total);
+  const std::span<std::byte> theirs = ctx.workspace.bytes(1, total);
   std::vector<RequestPtr> sends;
 
   auto encodeAll = [&](std::size_t slot, int peer, int tag, bool keepDecoded) {

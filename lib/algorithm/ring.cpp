@@ -12,6 +12,7 @@
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count). Messages: 2 (p-1) per segment index.
 // Quantizations per value: p (p-1 re-encodes of partial sums in the reduce-scatter + 1 by the owner);
 // each rank encodes each element position once per call (one error-feedback slot).
+#include <span>
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
@@ -30,8 +31,8 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const int left = (r - 1 + p) % p;
   auto mod = [p](int x) { return ((x % p) + p) % p; };
 
-  std::vector<std::byte> sendStage(layout.totalBytes());
-  std::vector<std::byte> recvStage(layout.totalBytes());
+  const std::span<std::byte> sendStage = ctx.workspace.bytes(0, layout.totalBytes());
+  const std::span<std::byte> recvStage = ctx.workspace.bytes(1, layout.totalBytes());
   std::vector<RequestPtr> sends;
   // Receives of one step, indexed by segment; those of step s+1 are posted before step s is consumed.
   std::vector<std::vector<RequestPtr>> recvs(p);

@@ -10,6 +10,7 @@
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index.
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
+#include <span>
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
@@ -27,9 +28,11 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const std::size_t mine = layout.segments(r);
   const std::size_t myBytes = layout.chunksBytes(r, r + 1);
 
-  std::vector<std::byte> sendStage(layout.totalBytes());       // chunk j: my encoding for owner j
-  std::vector<std::byte> reduceStage(myBytes * (p - 1));        // peer i's encoding of chunk r
-  std::vector<std::byte> gatherStage(layout.totalBytes());      // owner j's final encoding of chunk j
+  // sendStage chunk j: my encoding for owner j (chunk r: my final encoding); reduceStage: every peer's
+  // encoding of chunk r; gatherStage chunk j: owner j's final encoding.
+  const std::span<std::byte> sendStage = ctx.workspace.bytes(0, layout.totalBytes());
+  const std::span<std::byte> reduceStage = ctx.workspace.bytes(1, myBytes * (p - 1));
+  const std::span<std::byte> gatherStage = ctx.workspace.bytes(2, layout.totalBytes());
   std::vector<RequestPtr> sends;
   std::vector<std::vector<RequestPtr>> reduceRecvs(p);
   std::vector<std::vector<RequestPtr>> gatherRecvs(p);

@@ -49,6 +49,7 @@ struct Communicator::Impl {
   int maxRanksPerNode = 1;
   std::size_t segmentCount = detail::kDefaultSegmentCount;
   std::unique_ptr<detail::Hierarchy> hierarchy;
+  detail::Workspace workspace;
   std::map<std::string, Feedback, std::less<>> feedback;
   std::map<std::size_t, Format> fastestByCount;
   AllreduceStats totals;
@@ -201,7 +202,8 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     }
     residuals = &state.residuals;
   }
-  detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount};
+  detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount,
+                               impl_->workspace};
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     const int leaders = impl_->nodes;
