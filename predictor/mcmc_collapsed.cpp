@@ -55,35 +55,14 @@ class CollapsedTarget {
         s.logSigma > std::log(model_.noiseMax)) {
       return kMinusInf;
     }
-    const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
-    const double s2 = std::exp(2 * s.logSigma);
-    double total = 0;
-    if (fits) fits->clear();
-    for (const CurveData& d : data_.curves) {
-      Sums sums;
-      for (std::size_t i = 0; i < d.x.size(); ++i) {
-        const double v = s2 + d.tau[i];
-        const double w = 1.0 / v;
-        const double g = basis(s.family, theta, d.x[i]);
-        sums.w += w;
-        sums.wg += w * g;
-        sums.wgg += w * g * g;
-        sums.wy += w * d.y[i];
-        sums.wyg += w * g * d.y[i];
-        sums.wyy += w * d.y[i] * d.y[i];
-        sums.logVariance += std::log(v);
-        sums.count += 1;
-      }
-      const CurveFit fit = curveEvidence(sums, model_);
-      total += fit.logEvidence;
-      if (fits) fits->push_back(fit);
-    }
-    return total;
+    basisAt(data_, s.family, familyTheta(s.family, s.u0, s.u1), g_);
+    return evidenceAt(data_, model_, g_, std::exp(s.logSigma), fits);
   }
 
  private:
   const Data& data_;
   const ModelOptions& model_;
+  mutable std::vector<std::vector<double>> g_;  // scratch
 };
 
 // A draw from N(m, s^2) truncated to [0, inf): plain rejection when that accepts often, else Robert's

@@ -77,6 +77,9 @@ void FastOptions::check() const {
   ADAPREC_CHECK_ARG(grid2d >= 2 && grid2d <= 256, "FastOptions: grid2d in [2, 256], got " << grid2d);
   ADAPREC_CHECK_ARG(noiseGrid >= 1 && noiseGrid <= 1024,
                     "FastOptions: noiseGrid in [1, 1024], got " << noiseGrid);
+  ADAPREC_CHECK_ARG(refineLevels >= 0 && refineLevels <= 6, "FastOptions: refineLevels in [0, 6], got " << refineLevels);
+  ADAPREC_CHECK_ARG(refineCells >= 1, "FastOptions: refineCells must be >= 1, got " << refineCells);
+  ADAPREC_CHECK_ARG(refineMass > 0 && refineMass <= 1, "FastOptions: refineMass in (0, 1], got " << refineMass);
   ADAPREC_CHECK_ARG(dropMass >= 0 && dropMass < 0.5, "FastOptions: dropMass in [0, 0.5), got " << dropMass);
 }
 

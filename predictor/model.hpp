@@ -50,6 +50,13 @@ struct Sums {
 // Closed-form evidence p(y | family, theta, sigma) with (a, b) integrated under the truncated prior.
 CurveFit curveEvidence(const Sums& sums, const ModelOptions& model);
 
+// Basis values of every point of every curve, and the summed log evidence of all curves at one noise
+// level with (optionally) each curve's Gaussian posterior: the direct path, used wherever a grid node's
+// precomputed tables do not apply (refined cells, the final components, the collapsed MCMC).
+void basisAt(const Data& data, Family family, const std::array<double, 2>& theta, std::vector<std::vector<double>>& g);
+double evidenceAt(const Data& data, const ModelOptions& model, const std::vector<std::vector<double>>& g, double sigma,
+                  std::vector<CurveFit>* fits = nullptr);
+
 // Standard normal helpers that stay finite in the tails.
 double normalCdf(double z);
 double logNormalCdf(double z);

@@ -94,7 +94,7 @@ double Predictive::quantile(double p) const {
   for (int i = 0; i < 100; ++i) {
     double f = 0, density = 0;
     evaluate(y, f, density);
-    if (std::abs(f - p) < 1e-10) break;
+    if (std::abs(f - p) < 1e-9) break;
     (f < p ? lo : hi) = y;
     if (hi - lo < 1e-10) break;
     const double next = y - (f - p) / density;

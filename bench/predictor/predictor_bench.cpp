@@ -9,13 +9,15 @@
 // last (last observed value), pow3 (least-squares pow3 fit). Reported per source and cutoff:
 //   final: mean log predictive density (LPD), CRPS, MSE, coverage of the 50% and 90% central intervals
 //   later: the same LPD / MSE / 90% coverage over every held-out point
-//   time : median and p99 of fit + predict (mean, sd, 5/50/95% quantiles at the final step, all curves)
+//   time : median and p99 thread CPU time of fit + predict (mean, sd, 5/50/95% quantiles at the final
+//          step, all curves)
 // plus a timing of fitFast on the full 5 x 30 sets (with and without sample counts).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <random>
 #include <string>
@@ -93,18 +95,21 @@ std::vector<ap::Curve> firstPoints(const std::vector<ap::Curve>& full, int m) {
   return out;
 }
 
-double msSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+// CPU time of this thread: the machine is shared, and the goal is stated per core.
+double cpuMs() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 // Fits with one of the Bayesian methods, times fit + final-step prediction, scores held-out points.
 template <typename Fit>
 void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vector<ap::Curve>& observed,
                    Cell& cell) {
-  const auto start = std::chrono::steady_clock::now();
+  const double start = cpuMs();
   const ap::Posterior posterior = fit(observed);
   for (std::size_t c = 0; c < full.size(); ++c) posterior.predict(c, full[c].steps.back());
-  cell.timesMs.push_back(msSince(start));
+  cell.timesMs.push_back(cpuMs() - start);
   for (std::size_t c = 0; c < full.size(); ++c) {
     for (std::size_t i = observed[c].steps.size(); i < full[c].steps.size(); ++i) {
       const bool isFinal = i + 1 == full[c].steps.size();
@@ -118,13 +123,13 @@ void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vecto
 template <typename Forecaster>
 void evaluatePoint(Forecaster makeForecaster, const std::vector<ap::Curve>& full,
                    const std::vector<ap::Curve>& observed, Cell& cell) {
-  const auto start = std::chrono::steady_clock::now();
+  const double start = cpuMs();
   std::vector<decltype(makeForecaster(observed[0]))> forecasters;
   for (std::size_t c = 0; c < full.size(); ++c) {
     forecasters.push_back(makeForecaster(observed[c]));
     forecasters.back()(full[c].steps.back());
   }
-  cell.timesMs.push_back(msSince(start));
+  cell.timesMs.push_back(cpuMs() - start);
   for (std::size_t c = 0; c < full.size(); ++c) {
     for (std::size_t i = observed[c].steps.size(); i < full[c].steps.size(); ++i) {
       const bool isFinal = i + 1 == full[c].steps.size();
@@ -138,15 +143,15 @@ void evaluatePoint(Forecaster makeForecaster, const std::vector<ap::Curve>& full
 void printTable(const std::string& source, const std::map<std::pair<int, std::string>, Cell>& cells,
                 const std::vector<int>& cutoffs, const std::vector<std::string>& methods) {
   std::printf("\n== source %s ==\n", source.c_str());
-  std::printf("%-6s %-5s | %8s %8s %9s %6s %6s | %8s %9s %6s | %9s %9s\n", "cutoff", "method", "LPDfin",
-              "CRPSfin", "MSEfin", "cov50", "cov90", "LPDall", "MSEall", "cov90", "t_med_ms", "t_p99_ms");
+  std::printf("%-6s %-5s | %8s %8s %9s %6s %6s | %8s %9s %6s | %10s %10s\n", "cutoff", "method", "LPDfin",
+              "CRPSfin", "MSEfin", "cov50", "cov90", "LPDall", "MSEall", "cov90", "cpu_med_ms", "cpu_p99_ms");
   for (int percent : cutoffs) {
     for (const std::string& m : methods) {
       auto it = cells.find({percent, m});
       if (it == cells.end()) continue;
       const Cell& c = it->second;
       const double nf = std::max(c.final.count, 1.0), nl = std::max(c.later.count, 1.0);
-      std::printf("%5d%% %-5s | %8.3f %8.4f %9.5f %6.3f %6.3f | %8.3f %9.5f %6.3f | %9.3f %9.3f\n", percent,
+      std::printf("%5d%% %-5s | %8.3f %8.4f %9.5f %6.3f %6.3f | %8.3f %9.5f %6.3f | %10.3f %10.3f\n", percent,
                   m.c_str(), c.final.logDensity / nf, c.final.crps / nf, c.final.sqError / nf,
                   c.final.cover50 / nf, c.final.cover90 / nf, c.later.logDensity / nl, c.later.sqError / nl,
                   c.later.cover90 / nl, percentile(c.timesMs, 0.5), percentile(c.timesMs, 0.99));
@@ -157,44 +162,58 @@ void printTable(const std::string& source, const std::map<std::pair<int, std::st
 
 int main(int argc, char** argv) {
   CLI::App app{"Evaluate the Bayesian learning-curve predictor against MCMC and point baselines"};
-  int sets = 12;
+  int sets = 10;
   int mcmcIterations = 2000;
   int timingReps = 50;
   std::uint64_t seed = 1;
-  bool noMcmc = false, big = false;
+  bool noMcmc = false, big = false, noCounts = false;
+  std::string sourceChoice = "both";
+  ap::FastOptions fastOptions;
   app.add_option("--sets", sets, "curve sets (5 curves x 30 points) per source")->check(CLI::PositiveNumber);
-  app.add_option("--mcmc-iterations", mcmcIterations, "ensemble iterations (half burn-in)")->check(CLI::Range(20, 1000000));
+  app.add_option("--mcmc-iterations", mcmcIterations, "collapsed-MCMC iterations per chain (8 chains, 1/3 burn-in)")->check(CLI::Range(20, 1000000));
   app.add_option("--timing-reps", timingReps, "repetitions of the 5 x 30 timing")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "base seed");
   app.add_flag("--no-mcmc", noMcmc, "skip the MCMC reference");
-  app.add_flag("--big", big, "100 sets per source, 6000 MCMC iterations, 200 timing reps");
+  app.add_flag("--no-counts", noCounts, "give the methods the sgd curves without their sample counts");
+  app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "both"}));
+  app.add_option("--grid1d", fastOptions.grid1d, "fitFast grid1d");
+  app.add_option("--grid2d", fastOptions.grid2d, "fitFast grid2d");
+  app.add_option("--noise-grid", fastOptions.noiseGrid, "fitFast noiseGrid");
+  app.add_option("--refine-levels", fastOptions.refineLevels, "fitFast refineLevels");
+  app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
-    sets = 100;
+    sets = 60;
     mcmcIterations = 6000;
     timingReps = 200;
   }
   try {
-    std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s\n", sets,
-                kCurves, kPoints, static_cast<unsigned long long>(seed),
-                noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str());
+    std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s, sgd counts=%s, "
+                "fast grid %d/%d/%d refine %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
+                noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes",
+                fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.refineLevels);
     const std::vector<int> cutoffs = {10, 20, 40};
     std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
     if (noMcmc) methods.erase(methods.begin() + 1);
     ap::McmcOptions mcmc;
     mcmc.iterations = mcmcIterations;
-    mcmc.burnIn = mcmcIterations / 2;
-    mcmc.thin = std::max(1, mcmcIterations / 400);
+    mcmc.burnIn = mcmcIterations / 3;
+    mcmc.thin = 2;
     mcmc.maxSamples = 2000;
     std::vector<ap::Curve> timingSets;  // full-length sets for the timing section
+    for (int s = 0; s < 5; ++s) {
+      const auto set = adaprec::bench::trainSgdCurves(seed * 1000003 + s, kPoints).curves;
+      timingSets.insert(timingSets.end(), set.begin(), set.end());
+    }
     for (const std::string source : {"sgd", "prior"}) {
+      if (sourceChoice != "both" && sourceChoice != source) continue;
       std::map<std::pair<int, std::string>, Cell> cells;
       for (int s = 0; s < sets; ++s) {
         const std::uint64_t setSeed = seed * 1000003 + s;
         std::vector<ap::Curve> sgdFull;
         if (source == "sgd") {
           sgdFull = adaprec::bench::trainSgdCurves(setSeed, kPoints).curves;
-          if (timingSets.size() < 5 * kCurves) timingSets.insert(timingSets.end(), sgdFull.begin(), sgdFull.end());
+          if (noCounts) for (ap::Curve& c : sgdFull) c.sampleCounts.clear();
         }
         for (int percent : cutoffs) {
           const int m = std::max(2, static_cast<int>(std::lround(kPoints * percent / 100.0)));
@@ -206,7 +225,7 @@ int main(int argc, char** argv) {
             full = ap::detail::samplePrior(ap::ModelOptions{}, kCurves, steps, steps[m - 1], rng).curves;
           }
           const std::vector<ap::Curve> observed = firstPoints(full, m);
-          evaluateBayes([](const auto& o) { return ap::fitFast(o); }, full, observed, cells[{percent, "fast"}]);
+          evaluateBayes([&](const auto& o) { return ap::fitFast(o, ap::ModelOptions{}, fastOptions); }, full, observed, cells[{percent, "fast"}]);
           if (!noMcmc) {
             mcmc.seed = setSeed;
             evaluateBayes([&](const auto& o) { return ap::fitMcmc(o, ap::ModelOptions{}, mcmc); }, full, observed,
@@ -227,18 +246,21 @@ int main(int argc, char** argv) {
     std::printf("\n== timing: fitFast + predict, %d curves x %d points, %d reps per case ==\n", kCurves, kPoints,
                 timingReps);
     for (int withCounts = 1; withCounts >= 0; --withCounts) {
-      std::vector<double> times;
+      std::vector<double> times, wall;
       for (int r = 0; r < timingReps; ++r) {
         const std::size_t first = (r % (timingSets.size() / kCurves)) * kCurves;
         std::vector<ap::Curve> set(timingSets.begin() + first, timingSets.begin() + first + kCurves);
         if (!withCounts) for (ap::Curve& c : set) c.sampleCounts.clear();
-        const auto start = std::chrono::steady_clock::now();
-        const ap::Posterior posterior = ap::fitFast(set);
+        const double start = cpuMs();
+        const auto wallStart = std::chrono::steady_clock::now();
+        const ap::Posterior posterior = ap::fitFast(set, ap::ModelOptions{}, fastOptions);
         for (std::size_t c = 0; c < set.size(); ++c) posterior.predict(c, 2.0 * set[c].steps.back());
-        times.push_back(msSince(start));
+        times.push_back(cpuMs() - start);
+        wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wallStart).count());
       }
-      std::printf("%-22s median %7.3f ms  p99 %7.3f ms\n", withCounts ? "with sample counts" : "without sample counts",
-                  percentile(times, 0.5), percentile(times, 0.99));
+      std::printf("%-22s cpu median %7.3f ms  p99 %7.3f ms | wall median %7.3f ms  p99 %7.3f ms\n",
+                  withCounts ? "with sample counts" : "without sample counts", percentile(times, 0.5),
+                  percentile(times, 0.99), percentile(wall, 0.5), percentile(wall, 0.99));
     }
   } catch (const adaprec::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -74,7 +74,10 @@ struct FastOptions {
   int grid1d = 32;          // nodes for one-parameter families
   int grid2d = 12;          // nodes per dimension for two-parameter families
   int noiseGrid = 16;       // nodes over log sigma
-  double dropMass = 1e-4;   // posterior mass of the lightest components dropped after the fit
+  int refineLevels = 2;     // times the heaviest cells are split 3 ways per coordinate
+  int refineCells = 24;     // cells split per level, at most
+  double refineMass = 0.98; // split the heaviest cells holding this much posterior mass
+  double dropMass = 5e-4;   // posterior mass of the lightest components dropped after the fit
   void check() const;
 };
 
