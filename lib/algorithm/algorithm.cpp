@@ -106,9 +106,9 @@ Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes
                           int maxRanksPerNode) {
   if (ranks == 1 || format == Format::kFp32) return Algorithm::kNative;
   if (count * sizeof(float) < kAutoCompressMinBytes) return Algorithm::kNative;
-  // One shared-memory domain: moving bytes costs about what encoding them does, so compression
-  // cannot pay and MPI's shared-memory allreduce wins (measured: docs/algorithms.md).
-  if (nodes == 1) return Algorithm::kNative;
+  // One shared-memory domain: moving a byte costs about what encoding it does, so compression only
+  // pays for very large messages (measured: docs/algorithms.md, "Measured").
+  if (nodes == 1 && count * sizeof(float) < kAutoCompressSharedMinBytes) return Algorithm::kNative;
   if (nodes > 1 && maxRanksPerNode > 1) return Algorithm::kHierarchical;
   if (ranks <= 8) return Algorithm::kTwoShot;
   return Algorithm::kRabenseifner;

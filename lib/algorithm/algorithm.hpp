@@ -76,9 +76,10 @@ bool nativeSupports(Format format);
 // The auto rule (docs/algorithms.md). ranks = communicator size, nodes = distinct node ids,
 // maxRanksPerNode = ranks on the fullest node.
 Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes, int maxRanksPerNode);
-// Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native
-// (as it does whenever all ranks share one node).
+// Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native.
 inline constexpr std::size_t kAutoCompressMinBytes = std::size_t{256} << 10;
+// The same threshold when all ranks share one node (no network: bytes are cheap to move).
+inline constexpr std::size_t kAutoCompressSharedMinBytes = std::size_t{64} << 20;
 
 // Message tags of the algorithms (all < kMaxAlgorithmTag).
 inline constexpr int kTagReduceScatter = 1;

@@ -133,6 +133,9 @@ TEST_CASE("auto follows the documented rule", "[engine]") {
   CHECK(resolved(4, 0, Format::kFp32, big) == Algorithm::kNative);
   CHECK(resolved(4, 0, Format::kFp8, 1000) == Algorithm::kNative);
   CHECK(resolved(4, 0, Format::kFp8, big) == Algorithm::kNative);  // one node: shared memory
+  CHECK(resolved(4, 0, Format::kFp8, std::size_t{16} << 20) == Algorithm::kTwoShot);  // 64 MiB
+  CHECK(resolved(16, 0, Format::kFp8, std::size_t{16} << 20) == Algorithm::kRabenseifner);
+  CHECK(resolved(4, 0, Format::kFp32, std::size_t{16} << 20) == Algorithm::kNative);
   CHECK(resolved(4, 1, Format::kFp8, big) == Algorithm::kTwoShot);  // one rank per node
   CHECK(resolved(8, 1, Format::kBf16, big) == Algorithm::kTwoShot);
   CHECK(resolved(16, 1, Format::kTable1, big) == Algorithm::kRabenseifner);

@@ -4,6 +4,7 @@
 // then `auto` and an explicit algorithm with lossy formats, with the encode/decode/transfer split.
 // Variants are interleaved repetition by repetition so machine noise hits them alike.
 //   mpirun -np 4 engine_timing [maxBytes=268435456] [lossy formats=fp8,bf16,table1] [algo=twoshot]
+//                              [minBytes=4]
 #include <mpi.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@ int run(int argc, char** argv) {
   const std::size_t maxBytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (std::size_t{256} << 20);
   const std::vector<std::string> lossy = splitList(argc > 2 ? argv[2] : "fp8,bf16,table1");
   const Algorithm explicitAlgo = parseAlgorithm(argc > 3 ? argv[3] : "twoshot");
+  const std::size_t minBytes = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 4;
   int rank = 0;
   int p = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -67,12 +69,12 @@ int run(int argc, char** argv) {
     for (const Variant& v : variants) std::printf(" %14s", v.name.c_str());
     std::printf(" %10s  %s\n", "auto/nat", "split of the last variant: enc/dec/xfer us, ran");
   }
-  for (std::size_t bytes = 4; bytes <= maxBytes; bytes *= 4) {
+  for (std::size_t bytes = std::max<std::size_t>(minBytes, 4); bytes <= maxBytes; bytes *= 4) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> send(count);
     std::vector<float> recv(count);
     for (std::size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i * 7 + rank) % 13) * 0.01f;
-    const int reps = bytes <= (1u << 16) ? 200 : bytes <= (16u << 20) ? 20 : 5;
+    const int reps = bytes <= (1u << 16) ? 1000 : bytes <= (16u << 20) ? 30 : 5;
     std::vector<std::vector<double>> times(variants.size());
     AllreduceStats last;
     for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
