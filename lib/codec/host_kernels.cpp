@@ -15,19 +15,33 @@ namespace avx2 {
 extern const HostKernels kKernels;
 }
 #endif
+#if defined(ADAPREC_HAVE_AVX512_KERNELS)
+namespace avx512 {
+extern const HostKernels kKernels;
+}
+#endif
 
 namespace {
 
 const HostKernels& chooseKernels() {
   const char* forced = std::getenv("ADAPREC_CPU_ISA");
   const std::string_view want = forced != nullptr ? forced : "";
-  ADAPREC_CHECK_ARG(want.empty() || want == "generic" || want == "avx2",
-                    "ADAPREC_CPU_ISA='" << want << "' is not valid; valid values: generic, avx2");
+  ADAPREC_CHECK_ARG(want.empty() || want == "generic" || want == "avx2" || want == "avx512",
+                    "ADAPREC_CPU_ISA='" << want << "' is not valid; valid values: generic, avx2, avx512");
   if (want == "generic") return generic::kKernels;
-  const HostKernels* fast = avx2HostKernels();
-  ADAPREC_CHECK(want != "avx2" || fast != nullptr, ErrorCode::kUnsupported,
-                "ADAPREC_CPU_ISA=avx2 but this CPU or build has no x86-64-v3 (AVX2/F16C/FMA) support");
-  return fast != nullptr ? *fast : generic::kKernels;
+  const HostKernels* wide = avx512HostKernels();
+  const HostKernels* narrow = avx2HostKernels();
+  if (want == "avx512") {
+    ADAPREC_CHECK(wide != nullptr, ErrorCode::kUnsupported,
+                  "ADAPREC_CPU_ISA=avx512 but this CPU or build has no x86-64-v4 (AVX-512) support");
+    return *wide;
+  }
+  if (want == "avx2") {
+    ADAPREC_CHECK(narrow != nullptr, ErrorCode::kUnsupported,
+                  "ADAPREC_CPU_ISA=avx2 but this CPU or build has no x86-64-v3 (AVX2/F16C/FMA/BMI2) support");
+    return *narrow;
+  }
+  return wide != nullptr ? *wide : narrow != nullptr ? *narrow : generic::kKernels;
 }
 
 }  // namespace
@@ -39,6 +53,17 @@ const HostKernels* avx2HostKernels() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                                 __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
   return supported ? &avx2::kKernels : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+const HostKernels* avx512HostKernels() {
+#if defined(ADAPREC_HAVE_AVX512_KERNELS)
+  static const bool supported = avx2HostKernels() != nullptr && __builtin_cpu_supports("avx512f") &&
+                                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                                __builtin_cpu_supports("avx512vl");
+  return supported ? &avx512::kKernels : nullptr;
 #else
   return nullptr;
 #endif

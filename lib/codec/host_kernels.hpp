@@ -1,6 +1,7 @@
-// The hot loops of the host codecs, compiled twice (lib/codec/meson.build): once for x86-64-v3
-// (AVX2, F16C) and once for the baseline ISA. hostKernels() picks one at run time. Both variants run
-// the same IEEE operations element by element, so their output is bit-identical; only speed differs.
+// The hot loops of the host codecs, compiled once per ISA (lib/codec/meson.build): x86-64-v4
+// (AVX-512), x86-64-v3 (AVX2, F16C, BMI2) and the baseline. hostKernels() picks the best one this CPU
+// runs. All variants compute the same IEEE operations element by element, so their output is
+// bit-identical (tested); only speed differs.
 #pragma once
 
 #include <cstddef>
@@ -42,10 +43,11 @@ struct HostKernels {
                          float* acc);
 };
 
-// The fastest variant this CPU supports, unless ADAPREC_CPU_ISA=generic forces the baseline.
+// The fastest variant this CPU supports, unless ADAPREC_CPU_ISA=generic|avx2|avx512 picks one.
 const HostKernels& hostKernels();
 const HostKernels& genericHostKernels();
-// nullptr when this CPU (or build) lacks x86-64-v3.
+// nullptr when this CPU (or build) lacks x86-64-v3 / x86-64-v4.
 const HostKernels* avx2HostKernels();
+const HostKernels* avx512HostKernels();
 
 }  // namespace adaprec::codec

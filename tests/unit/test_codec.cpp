@@ -193,12 +193,9 @@ TEST_CASE("chunks need no alignment", "[codec]") {
   }
 }
 
-TEST_CASE("generic and AVX2 loops produce identical bytes and values", "[codec][isa]") {
-  const codec::HostKernels* fast = codec::avx2HostKernels();
-  if (fast == nullptr) {
-    WARN("no x86-64-v3 kernels on this CPU/build: nothing to compare");
-    return;
-  }
+namespace {
+
+void compareWithGeneric(const codec::HostKernels* fast) {
   const codec::HostKernels& slow = codec::genericHostKernels();
   std::vector<float> x = gradientLike(3 * kScaleBlock + 77, 8);
   x[5] = NAN, x[6] = -INFINITY, x[7] = 1e-42f, x[8] = -0.0f, x[9] = 7e4f;
@@ -255,4 +252,17 @@ TEST_CASE("generic and AVX2 loops produce identical bytes and values", "[codec][
     fast->decodeAddTable(ea.data(), n, bits, table.data(), db.data());
     CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
   }
+}
+
+}  // namespace
+
+TEST_CASE("generic, AVX2 and AVX-512 loops produce identical bytes and values", "[codec][isa]") {
+  std::size_t compared = 0;
+  for (const codec::HostKernels* fast : {codec::avx2HostKernels(), codec::avx512HostKernels()}) {
+    if (fast == nullptr) continue;
+    INFO("variant " << fast->isa);
+    compareWithGeneric(fast);
+    ++compared;
+  }
+  if (compared == 0) WARN("no vector kernels on this CPU/build: nothing to compare");
 }

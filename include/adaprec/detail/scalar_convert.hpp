@@ -106,16 +106,19 @@ struct SmallFloat {
   // fp32 -> code. Branch-free.
   static ADAPREC_HD std::uint32_t encode(float x) {
     const std::uint32_t u = floatBits(x);
-    const std::uint32_t sign = (u >> 31) * kSignBit;
+    const std::uint32_t sign = (u >> 31) << (kBits - 1);
     const std::uint32_t a = u & kF32AbsMask;
-    // Normal target: round the mantissa in the integer domain (ties to even), then rebias.
-    const std::uint32_t rounded = (a + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
-    const std::uint32_t normal = select(rounded > kRebias, rounded - kRebias, 0u);
-    // Subnormal target: let the fp32 adder do the rounding.
-    const float magic = bitsFloat(kSubnormalMagicF32);
-    const std::uint32_t sub = floatBits(addRn(bitsFloat(a), magic)) - kSubnormalMagicF32;
-    std::uint32_t mag = select(a < kMinNormalF32, sub, normal);
-    mag = select(mag > kMaxFinite, kMaxFinite, mag);  // saturate finite values
+    // Normal target: round the mantissa in the integer domain (ties to even), then rebias. (For a
+    // below the smallest normal this wraps around; the subnormal result replaces it.)
+    std::uint32_t mag = ((a + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift) - kRebias;
+    if constexpr (kExpBits < 8) {
+      // Subnormal target: let the fp32 adder do the rounding. (bf16 shares fp32's exponent range,
+      // so the integer rounding above is already right for fp32 subnormals.)
+      const float magic = bitsFloat(kSubnormalMagicF32);
+      const std::uint32_t sub = floatBits(addRn(bitsFloat(a), magic)) - kSubnormalMagicF32;
+      mag = select(a < kMinNormalF32, sub, mag);
+    }
+    mag = mag < kMaxFinite ? mag : kMaxFinite;  // saturate finite values (an unsigned min)
     const std::uint32_t special = kHasInf ? select(a == kF32InfBits, kInf, kNan) : kNan;
     mag = select(a >= kF32InfBits, special, mag);
     return sign | mag;
