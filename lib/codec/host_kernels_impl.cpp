@@ -246,8 +246,38 @@ inline std::uint64_t unpackEight(std::uint64_t word) {
 #endif
 }
 
+#if defined(__AVX2__)
+// table1: every code is just the sign bit, so eight elements are one movemask.
+bool encodeSignsOnly(const float* src, std::size_t n, std::uint8_t* dst) {
+  const __m256i absMask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i maxFinite = _mm256_set1_epi32(0x7f7fffff);
+  __m256i nonFinite = _mm256_setzero_si256();
+  const std::size_t groups = n / 8;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const __m256 x = _mm256_loadu_ps(src + 8 * g);
+    dst[g] = static_cast<std::uint8_t>(_mm256_movemask_ps(x));
+    const __m256i a = _mm256_and_si256(_mm256_castps_si256(x), absMask);
+    nonFinite = _mm256_or_si256(nonFinite, _mm256_cmpgt_epi32(a, maxFinite));
+  }
+  bool anyNonFinite = !_mm256_testz_si256(nonFinite, nonFinite);
+  if (const std::size_t rest = n % 8; rest != 0) {
+    std::uint8_t byte = 0;
+    for (std::size_t j = 0; j < rest; ++j) {
+      const std::uint32_t u = floatBits(src[8 * groups + j]);
+      byte = static_cast<std::uint8_t>(byte | ((u >> 31) << j));
+      anyNonFinite |= (u & detail::kF32AbsMask) >= detail::kF32InfBits;
+    }
+    dst[groups] = byte;
+  }
+  return anyNonFinite;
+}
+#endif
+
 template <unsigned kBits>
 bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
+#if defined(__AVX2__)
+  if constexpr (kBits == 1) return encodeSignsOnly(src, n, dst);
+#endif
   alignas(32) std::uint8_t codes[kCodeBatch];
   std::uint32_t nonFinite = 0;
   for (std::size_t b = 0; b < n; b += kCodeBatch) {
