@@ -45,7 +45,7 @@ void basisAt(const Data& data, Family family, const std::array<double, 2>& theta
 }
 
 double evidenceAt(const Data& data, const ModelOptions& model, const std::vector<std::vector<double>>& g, double sigma,
-                  std::vector<CurveFit>* fits) {
+                  double binomialScale, std::vector<CurveFit>* fits) {
   const double s2 = sigma * sigma;
   double total = 0;
   if (fits) fits->clear();
@@ -53,7 +53,7 @@ double evidenceAt(const Data& data, const ModelOptions& model, const std::vector
     const CurveData& d = data.curves[c];
     Sums sums;
     for (std::size_t i = 0; i < d.x.size(); ++i) {
-      const double v = s2 + d.tau[i];
+      const double v = s2 + binomialScale * d.tau[i];
       const double w = 1.0 / v;
       const double gi = g[c][i];
       sums.w += w;

@@ -3,7 +3,8 @@
 //
 // The quadrature is a midpoint rule on cells of (u0, u1, log sigma), the coordinates in which the prior
 // is uniform (u1 only for two-parameter families): grid1d (one-parameter) or grid2d^2 (two-parameter)
-// theta cells times noiseGrid sigma cells per family. A cell's weight is its prior mass times
+// theta cells times noiseGrid sigma cells per family (with sample counts: noiseGridWithCounts sigma
+// cells times each binomial scale lambda). A cell's weight is its prior mass times
 // prod_c p(y_c | centre); all curves share the cell (shared shape and noise), each keeps its own
 // (a_c, b_c). Then refineLevels times, the heaviest cells holding refineMass of the posterior (at most
 // refineCells of them) are split in three along every coordinate and their children evaluated: the
@@ -60,20 +61,22 @@ std::vector<ThetaNode> thetaNodes(const ModelOptions& model, const FastOptions& 
 struct Cell {
   Family family;
   double u0, u1, logSigma;
+  double binomialScale;  // lambda: discrete, never split
   double h0, h1, hs;
   double logPrior, logWeight;
 };
 
 // Per-curve, per-noise-node quantities that do not depend on theta.
 struct NoiseTables {
-  std::vector<double> sd;                                   // per noise node
+  std::vector<double> sd, scale;                            // per noise node: sigma, lambda
   std::vector<std::vector<double>> weights, weightedY;      // [curve][node * points + i]: w_i, w_i y_i
   std::vector<std::vector<double>> w, logVariance, wy, wyy;  // [curve][node]
 };
 
-NoiseTables noiseTables(const detail::Data& data, std::vector<double> sds) {
+NoiseTables noiseTables(const detail::Data& data, std::vector<double> sds, std::vector<double> scales) {
   NoiseTables t;
   t.sd = std::move(sds);
+  t.scale = std::move(scales);
   const int noiseGrid = static_cast<int>(t.sd.size());
   for (const CurveData& d : data.curves) {
     const std::size_t n = d.x.size();
@@ -82,7 +85,7 @@ NoiseTables noiseTables(const detail::Data& data, std::vector<double> sds) {
     for (int j = 0; j < noiseGrid; ++j) {
       const double s2 = t.sd[j] * t.sd[j];
       for (std::size_t i = 0; i < n; ++i) {
-        const double v = s2 + d.tau[i];
+        const double v = s2 + t.scale[j] * d.tau[i];
         weights[j * n + i] = 1.0 / v;
         weightedY[j * n + i] = d.y[i] / v;
         w[j] += 1.0 / v;
@@ -182,7 +185,7 @@ void refine(const Cell& parent, const detail::Data& data, const ModelOptions& mo
   const double logChildPrior = parent.logPrior - std::log(3.0 * 3.0 * n1);
   std::vector<double> sds;
   for (int k = -1; k <= 1; ++k) sds.push_back(std::exp(parent.logSigma + k * 2.0 * parent.hs / 3.0));
-  const NoiseTables tables = noiseTables(data, sds);
+  const NoiseTables tables = noiseTables(data, sds, std::vector<double>(3, parent.binomialScale));
   std::vector<BasisSums> sums;
   for (int i = -1; i <= 1; ++i) {
     for (int j = two ? -1 : 0; j <= (two ? 1 : 0); ++j) {
@@ -217,13 +220,21 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   const detail::Data& data = state->data;
   const std::size_t curveCount = data.curves.size();
   const std::vector<ThetaNode> nodes = thetaNodes(model, options);
-  std::vector<double> sds;
+  // Noise nodes: sigma cells times the binomial scales (one scale, 1, without sample counts).
+  const bool counts = std::any_of(data.curves.begin(), data.curves.end(), [](const auto& d) { return d.hasCounts; });
+  const int sigmaCount = counts ? options.noiseGridWithCounts : options.noiseGrid;
+  std::vector<double> sds, scales;
   const double lo = std::log(model.noiseMin), hi = std::log(model.noiseMax);
-  for (int j = 0; j < options.noiseGrid; ++j) sds.push_back(std::exp(lo + (hi - lo) * (j + 0.5) / options.noiseGrid));
-  const NoiseTables tables = noiseTables(data, std::move(sds));
-  const int noiseCount = options.noiseGrid;
+  for (double scale : data.binomialScales) {
+    for (int j = 0; j < sigmaCount; ++j) {
+      sds.push_back(std::exp(lo + (hi - lo) * (j + 0.5) / sigmaCount));
+      scales.push_back(scale);
+    }
+  }
+  const NoiseTables tables = noiseTables(data, std::move(sds), std::move(scales));
+  const int noiseCount = static_cast<int>(tables.sd.size());
   const double logNoisePrior = -std::log(static_cast<double>(noiseCount));
-  const double noiseHalfWidth = 0.5 * (std::log(model.noiseMax) - std::log(model.noiseMin)) / noiseCount;
+  const double noiseHalfWidth = 0.5 * (hi - lo) / sigmaCount;
 
   // Base grid, with the theta-only work shared across noise cells.
   std::vector<Cell> cells;
@@ -232,7 +243,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   for (const ThetaNode& node : nodes) {
     basisValues(node, data, sums);
     for (int j = 0; j < noiseCount; ++j) {
-      Cell cell{node.family, node.u0, node.u1, std::log(tables.sd[j]), node.h0, node.h1, noiseHalfWidth,
+      Cell cell{node.family, node.u0, node.u1, std::log(tables.sd[j]), tables.scale[j], node.h0, node.h1, noiseHalfWidth,
                 node.logPrior + logNoisePrior, node.logPrior + logNoisePrior};
       for (std::size_t c = 0; c < curveCount; ++c) {
         cell.logWeight += detail::curveEvidence(curveSums(data.curves[c], tables, c, j, sums[c]), model).logEvidence;
@@ -273,11 +284,12 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
       detail::basisAt(data, cell.family, theta, g);
     }
     previous = &cell;
-    detail::evidenceAt(data, model, g, std::exp(cell.logSigma), &fits);
+    detail::evidenceAt(data, model, g, std::exp(cell.logSigma), cell.binomialScale, &fits);
     state->weight.push_back(weight[i] / keptTotal);
     state->family.push_back(cell.family);
     state->theta.push_back(theta);
     state->noiseSd.push_back(std::exp(cell.logSigma));
+    state->binomialScale.push_back(cell.binomialScale);
     for (const detail::CurveFit& fit : fits) {
       state->coef.push_back(detail::coefFromGaussian(fit.meanA, fit.meanB, fit.covAA, fit.covAB, fit.covBB));
     }

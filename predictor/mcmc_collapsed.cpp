@@ -1,10 +1,10 @@
 // The collapsed MCMC reference (McmcMethod::kCollapsed, the default of fitMcmc()).
 //
-// Chains move on (family k, u0, u1, log sigma) with the curves' (a_c, b_c) integrated out by the closed
+// Chains move on (family k, u0, u1, log sigma, lambda) with the curves' (a_c, b_c) integrated out by the closed
 // form of evidence.cpp (checked against brute-force quadrature in the tests), so the target is exactly
 // the density fitFast() puts on its grid, but continuous. Moves per iteration:
 //   - Gaussian random walk on (u0, u1, log sigma), step adapted towards 30% acceptance during burn-in;
-//   - a family switch keeping (u, sigma);
+//   - a family switch keeping (u, sigma), and a switch of the binomial scale lambda (with counts);
 //   - with probability 0.1, an independence proposal of (k, u) from the prior (leaves local modes).
 // For each kept state, every curve's (a_c, b_c) is drawn from its Gaussian conditional posterior with
 // b_c >= 0 (exact truncated-normal sampling), so the samples are draws from the full joint posterior.
@@ -23,8 +23,9 @@ namespace adaprec::predictor {
 namespace detail {
 
 void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
-               const std::vector<double>& start, const std::vector<double>& gain) {
+               double binomialScale, const std::vector<double>& start, const std::vector<double>& gain) {
   state.weight.push_back(0.0);
+  state.binomialScale.push_back(binomialScale);
   state.family.push_back(family);
   state.theta.push_back(theta);
   state.noiseSd.push_back(noiseSd);
@@ -42,6 +43,7 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 struct ChainState {
   Family family;
   double u0, u1, logSigma;
+  std::size_t scale;  // index into Data::binomialScales
   double logTarget;
 };
 
@@ -56,7 +58,7 @@ class CollapsedTarget {
       return kMinusInf;
     }
     basisAt(data_, s.family, familyTheta(s.family, s.u0, s.u1), g_);
-    return evidenceAt(data_, model_, g_, std::exp(s.logSigma), fits);
+    return evidenceAt(data_, model_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale], fits);
   }
 
  private:
@@ -98,13 +100,15 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
   std::normal_distribution<double> normal(0.0, 1.0);
   const double logLo = std::log(model.noiseMin), logHi = std::log(model.noiseMax);
   auto pickFamily = [&]() { return families[static_cast<std::size_t>(unit(rng) * families.size()) % families.size()]; };
+  const std::size_t scaleCount = state->data.binomialScales.size();
+  auto pickScale = [&]() { return static_cast<std::size_t>(unit(rng) * scaleCount) % scaleCount; };
 
   std::vector<ChainState> samples;
   for (std::size_t chain = 0; chain < chainCount; ++chain) {
     // Start from the prior; burn-in walks to the posterior.
     ChainState s;
     do {
-      s = {pickFamily(), unit(rng), unit(rng), logLo + (logHi - logLo) * unit(rng), 0.0};
+      s = {pickFamily(), unit(rng), unit(rng), logLo + (logHi - logLo) * unit(rng), pickScale(), 0.0};
       s.logTarget = target(s);
     } while (!std::isfinite(s.logTarget));
     double step = 0.1;
@@ -124,6 +128,14 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
         p = s;
         p.family = pickFamily();
         if (p.family != s.family) {
+          p.logTarget = target(p);
+          if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
+        }
+      }
+      if (scaleCount > 1) {
+        p = s;
+        p.scale = pickScale();
+        if (p.scale != s.scale) {
           p.logTarget = target(p);
           if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
         }
@@ -159,7 +171,8 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
       gain[c] = b;
       start[c] = f.meanA + r * (b - f.meanB) + condSd * normal(rng);
     }
-    addSample(*state, s.family, familyTheta(s.family, s.u0, s.u1), std::exp(s.logSigma), start, gain);
+    addSample(*state, s.family, familyTheta(s.family, s.u0, s.u1), std::exp(s.logSigma),
+              state->data.binomialScales[s.scale], start, gain);
     state->weight.back() = 1.0 / keep;
   }
   return Posterior(std::move(state));

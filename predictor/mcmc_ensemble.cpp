@@ -1,6 +1,6 @@
 // The uncollapsed MCMC reference (McmcMethod::kEnsemble).
 //
-// State per walker: family k and x = (u0, u1, log sigma, a_1, b_1, ..., a_C, b_C), nothing integrated
+// State per walker: family k, binomial scale lambda (switched like k) and x = (u0, u1, log sigma, a_1, b_1, ..., a_C, b_C), nothing integrated
 // out, so a mistake in the closed forms of evidence.cpp shows up as a disagreement. The target is
 //   p(k) U(u; [0,1]^2) U(log sigma; [log noiseMin, log noiseMax]) prod_c N(a_c) N+(b_c) prod_i N(y_ci)
 // in the product space of all families (one-parameter families ignore u1, whose prior is then its own
@@ -32,7 +32,8 @@ class Target {
 
   std::size_t dimension() const { return 3 + 2 * data_.curves.size(); }
 
-  double operator()(Family family, const std::vector<double>& x) const {
+  double operator()(Family family, std::size_t scale, const std::vector<double>& x) const {
+    const double binomialScale = data_.binomialScales[scale];
     if (x[0] < 0 || x[0] > 1 || x[1] < 0 || x[1] > 1 || x[2] < logSigmaLo_ || x[2] > logSigmaHi_) {
       return kMinusInf;
     }
@@ -48,7 +49,7 @@ class Target {
       lp -= 0.5 * (za * za + zb * zb);
       const detail::CurveData& d = data_.curves[c];
       for (std::size_t i = 0; i < d.x.size(); ++i) {
-        const double v = s2 + d.tau[i];
+        const double v = s2 + binomialScale * d.tau[i];
         const double r = d.y[i] - a - b * detail::basis(family, theta, d.x[i]);
         lp -= 0.5 * (r * r / v + std::log(v));
       }
@@ -68,6 +69,7 @@ class Target {
 
 struct Walker {
   Family family;
+  std::size_t scale;  // index into Data::binomialScales
   std::vector<double> x;
   double logTarget;
 };
@@ -79,6 +81,8 @@ Walker initialWalker(const Target& target, const ModelOptions& model, std::mt199
   for (int attempt = 0; attempt < 1000; ++attempt) {
     Walker w;
     w.family = model.families[static_cast<std::size_t>(unit(rng) * model.families.size()) % model.families.size()];
+    const std::size_t scaleCount = target.data().binomialScales.size();
+    w.scale = static_cast<std::size_t>(unit(rng) * scaleCount) % scaleCount;
     w.x.assign(target.dimension(), 0.0);
     w.x[0] = unit(rng);
     w.x[1] = unit(rng);
@@ -113,7 +117,7 @@ Walker initialWalker(const Target& target, const ModelOptions& model, std::mt199
     const double rms = std::sqrt(sse / count);
     w.x[2] = std::clamp(std::log(std::max(rms, 1e-12)) + 0.2 * normal(rng), target.logSigmaLo() + 1e-6,
                         target.logSigmaHi() - 1e-6);
-    w.logTarget = target(w.family, w.x);
+    w.logTarget = target(w.family, w.scale, w.x);
     if (std::isfinite(w.logTarget)) return w;
   }
   ADAPREC_FAIL(ErrorCode::kInternal, "MCMC: no finite starting point found");
@@ -147,7 +151,7 @@ Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelO
         const double u = unit(rng);
         const double z = std::pow((kStretch - 1.0) * u + 1.0, 2) / kStretch;
         for (std::size_t d = 0; d < dim; ++d) proposal[d] = partner.x[d] + z * (walkers[i].x[d] - partner.x[d]);
-        const double lp = target(walkers[i].family, proposal);
+        const double lp = target(walkers[i].family, walkers[i].scale, proposal);
         const double logAccept = (static_cast<double>(dim) - 1.0) * std::log(z) + lp - walkers[i].logTarget;
         if (std::log(unit(rng)) < logAccept) {
           walkers[i].x = proposal;
@@ -161,9 +165,21 @@ Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelO
                               state->model.families.size();
         const Family other = state->model.families[f];
         if (other == w.family) continue;
-        const double lp = target(other, w.x);
+        const double lp = target(other, w.scale, w.x);
         if (std::log(unit(rng)) < lp - w.logTarget) {
           w.family = other;
+          w.logTarget = lp;
+        }
+      }
+    }
+    const std::size_t scaleCount = state->data.binomialScales.size();
+    if (scaleCount > 1) {
+      for (Walker& w : walkers) {
+        const std::size_t scale = static_cast<std::size_t>(unit(rng) * scaleCount) % scaleCount;
+        if (scale == w.scale) continue;
+        const double lp = target(w.family, scale, w.x);
+        if (std::log(unit(rng)) < lp - w.logTarget) {
+          w.scale = scale;
           w.logTarget = lp;
         }
       }
@@ -184,7 +200,7 @@ Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelO
           const Walker& donor = walkers[order[static_cast<std::size_t>(unit(rng) * (walkerCount / 2)) % (walkerCount / 2)]];
           Walker moved = donor;
           for (double& v : moved.x) v += 1e-4 * normal(rng);
-          moved.logTarget = target(moved.family, moved.x);
+          moved.logTarget = target(moved.family, moved.scale, moved.x);
           if (std::isfinite(moved.logTarget)) {
             w = moved;
             break;
@@ -207,7 +223,8 @@ Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelO
       start[c] = w.x[3 + 2 * c];
       gain[c] = w.x[4 + 2 * c];
     }
-    detail::addSample(*state, w.family, detail::familyTheta(w.family, w.x[0], w.x[1]), std::exp(w.x[2]), start, gain);
+    detail::addSample(*state, w.family, detail::familyTheta(w.family, w.x[0], w.x[1]), std::exp(w.x[2]),
+                      state->data.binomialScales[w.scale], start, gain);
     state->weight.back() = 1.0 / keep;
   }
   return Posterior(std::move(state));

@@ -68,6 +68,10 @@ void ModelOptions::check() const {
                     "ModelOptions: prior sds must be > 0, got start " << startSd << " gain " << gainSd);
   ADAPREC_CHECK_ARG(noiseMin > 0 && noiseMax > noiseMin && std::isfinite(noiseMax),
                     "ModelOptions: need 0 < noiseMin < noiseMax, got " << noiseMin << ", " << noiseMax);
+  ADAPREC_CHECK_ARG(!binomialScales.empty(), "ModelOptions: binomialScales must not be empty");
+  for (double scale : binomialScales) {
+    ADAPREC_CHECK_ARG(std::isfinite(scale) && scale > 0, "ModelOptions: binomial scales must be > 0, got " << scale);
+  }
   ADAPREC_CHECK_ARG(stepScale >= 0 && std::isfinite(stepScale),
                     "ModelOptions: stepScale must be >= 0, got " << stepScale);
 }
@@ -77,6 +81,8 @@ void FastOptions::check() const {
   ADAPREC_CHECK_ARG(grid2d >= 2 && grid2d <= 256, "FastOptions: grid2d in [2, 256], got " << grid2d);
   ADAPREC_CHECK_ARG(noiseGrid >= 1 && noiseGrid <= 1024,
                     "FastOptions: noiseGrid in [1, 1024], got " << noiseGrid);
+  ADAPREC_CHECK_ARG(noiseGridWithCounts >= 1 && noiseGridWithCounts <= 1024,
+                    "FastOptions: noiseGridWithCounts in [1, 1024], got " << noiseGridWithCounts);
   ADAPREC_CHECK_ARG(refineLevels >= 0 && refineLevels <= 6, "FastOptions: refineLevels in [0, 6], got " << refineLevels);
   ADAPREC_CHECK_ARG(refineCells >= 1, "FastOptions: refineCells must be >= 1, got " << refineCells);
   ADAPREC_CHECK_ARG(refineMass > 0 && refineMass <= 1, "FastOptions: refineMass in (0, 1], got " << refineMass);
@@ -149,8 +155,10 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
       d.tau.push_back(tau);
     }
     d.lastCount = d.hasCounts ? curve.sampleCounts.back() : 0.0;
+    if (d.hasCounts) data.binomialScales = model.binomialScales;
     data.curves.push_back(std::move(d));
   }
+  if (data.binomialScales.empty()) data.binomialScales = {1.0};
   return data;
 }
 

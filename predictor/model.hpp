@@ -22,6 +22,7 @@ struct CurveData {
 
 struct Data {
   double stepScale = 1;
+  std::vector<double> binomialScales;  // the model's list with counts, {1} without (lambda is moot)
   std::vector<CurveData> curves;
 };
 
@@ -55,7 +56,7 @@ CurveFit curveEvidence(const Sums& sums, const ModelOptions& model);
 // precomputed tables do not apply (refined cells, the final components, the collapsed MCMC).
 void basisAt(const Data& data, Family family, const std::array<double, 2>& theta, std::vector<std::vector<double>>& g);
 double evidenceAt(const Data& data, const ModelOptions& model, const std::vector<std::vector<double>>& g, double sigma,
-                  std::vector<CurveFit>* fits = nullptr);
+                  double binomialScale, std::vector<CurveFit>* fits = nullptr);
 
 // Standard normal helpers that stay finite in the tails.
 double normalCdf(double z);
@@ -78,6 +79,7 @@ struct PosteriorState {
   std::vector<Family> family;          // per component
   std::vector<std::array<double, 2>> theta;
   std::vector<double> noiseSd;
+  std::vector<double> binomialScale;   // lambda per component
   std::vector<CurveCoef> coef;         // component k, curve c at k * curveCount + c
 };
 
@@ -87,7 +89,7 @@ Posterior fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelOptions& 
 
 // Appends one posterior sample as a point-mass component (weights are set by the caller).
 void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
-               const std::vector<double>& start, const std::vector<double>& gain);
+               double binomialScale, const std::vector<double>& start, const std::vector<double>& gain);
 
 // Converts a Gaussian (a, b) posterior into predictive coefficients under the b >= 0 truncation.
 CurveCoef coefFromGaussian(double meanA, double meanB, double covAA, double covAB, double covBB);

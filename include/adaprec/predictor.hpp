@@ -5,7 +5,9 @@
 // where g is an increasing basis in [0, 1) from one of several parametric families (pow3, log-power,
 // vapor pressure, Weibull/Janoschek, ilog2), theta (1-2 nonlinear parameters) and the extra noise scale
 // are shared by all curves of a fit, and a_c (start) and b_c >= 0 (gain) belong to curve c. Observations
-// carry Gaussian noise of variance sigma^2 (+ p(1-p)/n when sample counts n are given).
+// carry Gaussian noise of variance sigma^2 (+ lambda p(1-p)/n when sample counts n are given; lambda
+// <= 1 because a fixed validation set makes successive evaluations fluctuate less than independent
+// binomial draws).
 //
 // fitFast() integrates (a_c, b_c) in closed form and (family, theta, sigma) on a quadrature grid: a
 // posterior mixture in milliseconds. fitMcmc() samples the same posterior by MCMC and is the reference
@@ -63,6 +65,8 @@ struct ModelOptions {
   double gainSd = 0.4;
   double noiseMin = 1e-3;   // sigma log-uniform on [noiseMin, noiseMax]
   double noiseMax = 0.3;
+  // lambda, uniform over these values, scales the binomial variance p(1-p)/n (used only with counts).
+  std::vector<double> binomialScales = {0.25, 0.5, 1.0};
   // Steps are divided by stepScale; 0 means "the largest observed step". kappa ranges (docs) are in
   // these units, so the default adapts the prior to the observed window.
   double stepScale = 0.0;
@@ -74,6 +78,7 @@ struct FastOptions {
   int grid1d = 32;          // nodes for one-parameter families
   int grid2d = 12;          // nodes per dimension for two-parameter families
   int noiseGrid = 16;       // nodes over log sigma
+  int noiseGridWithCounts = 8;  // the same when sample counts are given (times binomialScales)
   int refineLevels = 2;     // times the heaviest cells are split 3 ways per coordinate
   int refineCells = 24;     // cells split per level, at most
   double refineMass = 0.98; // split the heaviest cells holding this much posterior mass
@@ -141,6 +146,7 @@ class Predictive {
 struct PosteriorSummary {
   std::array<double, kFamilyCount> familyWeights{};
   double noiseSdMean = 0;
+  double binomialScaleMean = 1;  // posterior mean of lambda (1 without sample counts)
   std::vector<double> startMean, gainMean, asymptoteMean, asymptoteSd;  // per curve
   std::size_t componentCount = 0;
 };

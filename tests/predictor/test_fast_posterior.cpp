@@ -146,15 +146,34 @@ TEST_CASE("two or three points give a wide, finite answer", "[predictor][fast]")
   CHECK(far.q95 - far.q05 > 0.15);
 }
 
-TEST_CASE("sample counts widen the band by the binomial noise", "[predictor][fast]") {
-  auto curves = synthetic(ap::Family::kPow3, {0.2, 1.0}, 300.0, {0.3}, {0.5}, 0.001, 30, 5);
-  const ap::Posterior without = ap::fitFast(curves);
-  curves[0].sampleCounts.assign(curves[0].steps.size(), 100.0);
-  const ap::Posterior with = ap::fitFast(curves);
-  // Binomial sd at p ~ 0.75 with n = 100 is about 0.043: the observation band must reflect it.
-  const double sdWith = with.predict(0, 300.0).sd;
+TEST_CASE("sample counts: the binomial noise and its scale lambda are learned", "[predictor][fast]") {
+  const std::uint64_t seed = 5;
+  INFO("seed " << seed);
+  // Truly binomial evaluations (n = 100, independent draws) and near noise-free ones, both fitted with n = 100.
+  auto smooth = synthetic(ap::Family::kPow3, {0.2, 1.0}, 300.0, {0.3}, {0.5}, 0.001, 30, seed);
+  ap::Curve binomial = smooth[0];
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i < binomial.values.size(); ++i) {
+    const double p = 0.3 + 0.5 * d::basis(ap::Family::kPow3, {0.2, 1.0}, binomial.steps[i] / 300.0);
+    binomial.values[i] = std::binomial_distribution<int>(100, p)(rng) / 100.0;
+  }
+  binomial.sampleCounts.assign(binomial.steps.size(), 100.0);
+  const ap::Posterior without = ap::fitFast(smooth);
+  smooth[0].sampleCounts.assign(smooth[0].steps.size(), 100.0);
+  const ap::Posterior withSmooth = ap::fitFast(smooth);
+  const ap::Posterior withBinomial = ap::fitFast({binomial});
+  const double lambdaSmooth = withSmooth.summary().binomialScaleMean;
+  const double lambdaBinomial = withBinomial.summary().binomialScaleMean;
   const double sdWithout = without.predict(0, 300.0).sd;
-  INFO("sd without counts " << sdWithout << " with counts " << sdWith);
-  CHECK(sdWith > 0.035);
+  const double sdSmooth = withSmooth.predict(0, 300.0).sd;
+  const double sdBinomial = withBinomial.predict(0, 300.0).sd;
+  INFO("lambda smooth " << lambdaSmooth << " binomial " << lambdaBinomial << "; sd without counts " << sdWithout
+                        << ", smooth with counts " << sdSmooth << ", binomial " << sdBinomial);
+  CHECK(lambdaSmooth < 0.4);
+  CHECK(lambdaBinomial > 0.6);
+  // Binomial sd at p ~ 0.75, n = 100: 0.043. lambda >= 0.25 keeps at least half of it in the band.
+  CHECK(sdBinomial > 0.035);
+  CHECK(sdSmooth > 0.02);
+  CHECK(sdSmooth < sdBinomial);
   CHECK(sdWithout < 0.02);
 }

@@ -44,6 +44,12 @@ std::string plotScript() {
   ADAPREC_FAIL(adaprec::ErrorCode::kIo, "plot_prediction.py not found (set ADAPREC_PLOT_SCRIPT)");
 }
 
+// Debian's interpreter, which has python3-matplotlib; ADAPREC_PYTHON overrides it.
+std::string python() {
+  const char* env = std::getenv("ADAPREC_PYTHON");
+  return env ? env : "/usr/bin/python3";
+}
+
 std::string shellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -75,7 +81,7 @@ void plot(const ap::CurveTable& table, const ap::Posterior& posterior, double la
       }
     }
   }
-  const std::string command = "python3 " + shellQuote(plotScript()) + " --observed " +
+  const std::string command = shellQuote(python()) + " " + shellQuote(plotScript()) + " --observed " +
                               shellQuote((dir / "observed.csv").string()) + " --predicted " +
                               shellQuote((dir / "predicted.csv").string()) + " --output " + shellQuote(output);
   const int rc = std::system(command.c_str());
