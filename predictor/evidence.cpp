@@ -12,12 +12,21 @@
 
 namespace adaprec::predictor::detail {
 
-CurveFit curveEvidence(const Sums& s, const ModelOptions& model) {
-  const double precA = 1.0 / (model.startSd * model.startSd);
-  const double precB = 1.0 / (model.gainSd * model.gainSd);
-  const double a00 = precA + s.w, a01 = s.wg, a11 = precB + s.wgg;
-  const double h0 = precA * model.startMean + s.wy;
-  const double h1 = precB * model.gainMean + s.wyg;
+EvidencePrior evidencePrior(const ModelOptions& model) {
+  EvidencePrior p;
+  p.precA = 1.0 / (model.startSd * model.startSd);
+  p.precB = 1.0 / (model.gainSd * model.gainSd);
+  p.meanA = model.startMean;
+  p.meanB = model.gainMean;
+  p.constant = -0.5 * (p.precA * p.meanA * p.meanA + p.precB * p.meanB * p.meanB - std::log(p.precA * p.precB)) -
+               logNormalCdf(model.gainMean / model.gainSd);
+  return p;
+}
+
+CurveFit curveEvidence(const Sums& s, const EvidencePrior& prior) {
+  const double a00 = prior.precA + s.w, a01 = s.wg, a11 = prior.precB + s.wgg;
+  const double h0 = prior.precA * prior.meanA + s.wy;
+  const double h1 = prior.precB * prior.meanB + s.wyg;
   const double det = a00 * a11 - a01 * a01;
   const double inv = 1.0 / det;
   CurveFit fit;
@@ -26,12 +35,10 @@ CurveFit curveEvidence(const Sums& s, const ModelOptions& model) {
   fit.covBB = a00 * inv;
   fit.meanA = fit.covAA * h0 + fit.covAB * h1;
   fit.meanB = fit.covAB * h0 + fit.covBB * h1;
-  const double quad = s.wyy + precA * model.startMean * model.startMean +
-                      precB * model.gainMean * model.gainMean - (h0 * fit.meanA + h1 * fit.meanB);
-  const double logDetV0 = -std::log(precA * precB);
-  fit.logEvidence =
-      -0.5 * (std::max(quad, 0.0) + s.logVariance + logDetV0 + std::log(det) + s.count * kLog2Pi);
-  fit.logEvidence += logNormalCdf(fit.meanB / std::sqrt(fit.covBB)) - logNormalCdf(model.gainMean / model.gainSd);
+  // y'D^-1 y - h'A^-1 h (the prior's m0'V0^-1 m0 is in prior.constant); >= -m0'V0^-1 m0 mathematically.
+  const double quad = s.wyy - (h0 * fit.meanA + h1 * fit.meanB);
+  fit.logEvidence = prior.constant - 0.5 * (quad + s.logVariance + std::log(det) + s.count * kLog2Pi);
+  fit.logEvidence += logNormalCdf(fit.meanB / std::sqrt(fit.covBB));
   return fit;
 }
 
@@ -47,6 +54,7 @@ void basisAt(const Data& data, Family family, const std::array<double, 2>& theta
 double evidenceAt(const Data& data, const ModelOptions& model, const std::vector<std::vector<double>>& g, double sigma,
                   double binomialScale, std::vector<CurveFit>* fits) {
   const double s2 = sigma * sigma;
+  const EvidencePrior prior = evidencePrior(model);
   double total = 0;
   if (fits) fits->clear();
   for (std::size_t c = 0; c < data.curves.size(); ++c) {
@@ -66,7 +74,7 @@ double evidenceAt(const Data& data, const ModelOptions& model, const std::vector
     }
     if (!d.hasCounts) sums.logVariance = static_cast<double>(d.x.size()) * std::log(s2);
     sums.count = static_cast<double>(d.x.size());
-    const CurveFit fit = curveEvidence(sums, model);
+    const CurveFit fit = curveEvidence(sums, prior);
     total += fit.logEvidence;
     if (fits) fits->push_back(fit);
   }

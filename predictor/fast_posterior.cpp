@@ -179,7 +179,7 @@ std::vector<std::size_t> heaviest(const std::vector<Cell>& cells, double mass, s
 
 // Splits a cell in three along each of its coordinates and evaluates the children (the 3 noise levels'
 // tables and the 3 or 9 thetas' basis sums are computed once and combined).
-void refine(const Cell& parent, const detail::Data& data, const ModelOptions& model, std::vector<Cell>& out) {
+void refine(const Cell& parent, const detail::Data& data, const detail::EvidencePrior& prior, std::vector<Cell>& out) {
   const bool two = parent.h1 > 0;
   const int n1 = two ? 3 : 1;
   const double logChildPrior = parent.logPrior - std::log(3.0 * 3.0 * n1);
@@ -203,7 +203,7 @@ void refine(const Cell& parent, const detail::Data& data, const ModelOptions& mo
         child.logSigma = std::log(tables.sd[k]);
         child.logWeight = logChildPrior;
         for (std::size_t c = 0; c < data.curves.size(); ++c) {
-          child.logWeight += detail::curveEvidence(curveSums(data.curves[c], tables, c, k, sums[c]), model).logEvidence;
+          child.logWeight += detail::curveEvidence(curveSums(data.curves[c], tables, c, k, sums[c]), prior).logEvidence;
         }
         out.push_back(child);
       }
@@ -236,6 +236,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   const double logNoisePrior = -std::log(static_cast<double>(noiseCount));
   const double noiseHalfWidth = 0.5 * (hi - lo) / sigmaCount;
 
+  const detail::EvidencePrior prior = detail::evidencePrior(model);
   // Base grid, with the theta-only work shared across noise cells.
   std::vector<Cell> cells;
   cells.reserve(nodes.size() * noiseCount);
@@ -246,7 +247,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
       Cell cell{node.family, node.u0, node.u1, std::log(tables.sd[j]), tables.scale[j], node.h0, node.h1, noiseHalfWidth,
                 node.logPrior + logNoisePrior, node.logPrior + logNoisePrior};
       for (std::size_t c = 0; c < curveCount; ++c) {
-        cell.logWeight += detail::curveEvidence(curveSums(data.curves[c], tables, c, j, sums[c]), model).logEvidence;
+        cell.logWeight += detail::curveEvidence(curveSums(data.curves[c], tables, c, j, sums[c]), prior).logEvidence;
       }
       cells.push_back(cell);
     }
@@ -260,7 +261,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
     std::sort(split.begin(), split.end(), std::greater<>());  // erase from the back first
     std::vector<Cell> children;
     for (std::size_t i : split) {
-      refine(cells[i], data, model, children);
+      refine(cells[i], data, prior, children);
       cells[i] = cells.back();
       cells.pop_back();
     }

@@ -48,8 +48,17 @@ struct CurveFit {
 struct Sums {
   double w = 0, wg = 0, wgg = 0, wy = 0, wyg = 0, wyy = 0, count = 0, logVariance = 0;
 };
+// The prior's constants in the evidence, computed once per fit instead of once per grid cell.
+struct EvidencePrior {
+  double precA = 0, precB = 0, meanA = 0, meanB = 0;
+  double constant = 0;  // -1/2 (m0'V0^-1 m0 + log|V0|) - log P(b >= 0)
+};
+EvidencePrior evidencePrior(const ModelOptions& model);
 // Closed-form evidence p(y | family, theta, sigma) with (a, b) integrated under the truncated prior.
-CurveFit curveEvidence(const Sums& sums, const ModelOptions& model);
+CurveFit curveEvidence(const Sums& sums, const EvidencePrior& prior);
+inline CurveFit curveEvidence(const Sums& sums, const ModelOptions& model) {
+  return curveEvidence(sums, evidencePrior(model));
+}
 
 // Basis values of every point of every curve, and the summed log evidence of all curves at one noise
 // level with (optionally) each curve's Gaussian posterior: the direct path, used wherever a grid node's
