@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <optional>
 #include <string>
 
 #include "adaprec/communicator_mpi.hpp"
@@ -94,11 +95,16 @@ void fp16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
 
 class MpiTransport final : public Transport {
  public:
-  // Takes ownership of `comm` (already a private communicator).
-  explicit MpiTransport(MPI_Comm comm) : comm_(comm) {
+  // Takes ownership of `comm` (already a private communicator). `node`: this rank's node label when
+  // inherited from a parent transport (labels only need to be equal for ranks sharing a node).
+  explicit MpiTransport(MPI_Comm comm, std::optional<int> node = std::nullopt) : comm_(comm) {
     checkMpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     checkMpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     checkMpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    if (node) {
+      node_ = *node;
+      return;
+    }
     const int perNode = detail::ranksPerNodeOverride();
     if (perNode > 0) {
       node_ = rank_ / perNode;
@@ -177,7 +183,7 @@ class MpiTransport final : public Transport {
   std::unique_ptr<Transport> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     checkMpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
-    return std::make_unique<MpiTransport>(sub);
+    return std::make_unique<MpiTransport>(sub, node_);
   }
 
   int nodeId() const override { return node_; }

@@ -55,6 +55,13 @@ int run() {
   PMPI_Allgather(&myNode, 1, MPI_INT, nodeIds.data(), 1, MPI_INT, MPI_COMM_WORLD);
   std::sort(nodeIds.begin(), nodeIds.end());
   const int nodes = static_cast<int>(std::unique(nodeIds.begin(), nodeIds.end()) - nodeIds.begin());
+  {
+    // A split keeps each rank's node and orders ranks by key.
+    std::unique_ptr<Transport> reversed = comm.transport().split(0, p - rank);
+    verdict.check(reversed->nodeId() == myNode && reversed->rank() == p - 1 - rank &&
+                      reversed->size() == p,
+                  "split transport: node, rank or size wrong");
+  }
 
   const char* formats[] = {"fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3", "table1", "table3", "table8"};
   const std::size_t counts[] = {0, 1, 7, static_cast<std::size_t>(p - 1), 1000, 65539};
