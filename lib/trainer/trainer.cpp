@@ -321,13 +321,16 @@ Evaluation Trainer::train(StepHook* hook) {
   Evaluation last;
   bool haveLast = false;
   while (step_ < end) {
+    const std::uint64_t before = step_;
     if (hook != nullptr) hook->beforeStep(*this);
-    if (step_ >= end) break;  // the hook's chosen branch may reach the end
-    step();
+    // The hook may have advanced by a whole speculative branch (even to the end): periodic work is
+    // due when a period boundary was crossed, not only when it is hit exactly.
+    if (step_ < end) step();
     printProgress(false);
-    const bool epochEnd = step_ % stepsPerEpoch_ == 0;
-    const bool evalNow = (config_.evalEvery > 0 ? step_ % config_.evalEvery == 0 : epochEnd) || step_ == end;
-    if (evalNow || (config_.hashEvery > 0 && step_ % config_.hashEvery == 0)) checkConsistency();
+    auto crossed = [&](std::uint64_t period) { return period > 0 && step_ / period > before / period; };
+    const bool epochEnd = crossed(stepsPerEpoch_);
+    const bool evalNow = (config_.evalEvery > 0 ? crossed(config_.evalEvery) : epochEnd) || step_ == end;
+    if (evalNow || crossed(config_.hashEvery)) checkConsistency();
     if (evalNow) {
       printProgress(true);
       Evaluation e = evaluate(step_ == end ? 0 : config_.evalSamples);
@@ -341,7 +344,7 @@ Evaluation Trainer::train(StepHook* hook) {
       }
     }
     // After the evaluation, so that a resumed run neither repeats it nor mixes its training loss in.
-    const bool checkpointNow = config_.checkpointEvery > 0 ? step_ % config_.checkpointEvery == 0 : epochEnd;
+    const bool checkpointNow = config_.checkpointEvery > 0 ? crossed(config_.checkpointEvery) : epochEnd;
     if (checkpoints_ && (checkpointNow || step_ == end)) saveCheckpoint();
   }
   if (hook != nullptr) hook->finish(*this);
