@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
   app.add_option("--grid2d", fastOptions.grid2d, "fitFast grid2d");
   app.add_option("--noise-grid", fastOptions.noiseGrid, "fitFast noiseGrid");
   app.add_option("--refine-levels", fastOptions.refineLevels, "fitFast refineLevels");
+  app.add_option("--noise-grid-counts", fastOptions.noiseGridWithCounts, "fitFast noiseGridWithCounts");
   app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
@@ -189,9 +190,10 @@ int main(int argc, char** argv) {
   }
   try {
     std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s, sgd counts=%s, "
-                "fast grid %d/%d/%d refine %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
+                "fast grid %d/%d/%d(%d with counts) refine %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
                 noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes",
-                fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.refineLevels);
+                fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.noiseGridWithCounts,
+                fastOptions.refineLevels);
     const std::vector<int> cutoffs = {10, 20, 40};
     std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
     if (noMcmc) methods.erase(methods.begin() + 1);
