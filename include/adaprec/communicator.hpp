@@ -9,9 +9,11 @@
 //   adaprec::AllreduceStats s = comm.allreduce(grad.data(), grad.size(), opt);
 //
 // Guarantees: every rank ends with bit-identical results (the owner of a chunk keeps the decoded value
-// of what it sent); any rank count >= 1 and any count >= 0; ranks that disagree on count, format,
-// algorithm, averaging or error feedback get Error(kMismatch) on every rank instead of a hang. Error
-// bounds per format x algorithm are in docs/algorithms.md. A Communicator is used from one thread.
+// of what it sent); any rank count >= 1 and any count >= 0; for the compressed algorithms, ranks that
+// disagree on count, format, algorithm, averaging or error feedback get Error(kMismatch) on every rank
+// instead of a hang (the native path, auto's choice for fp32 and small messages, keeps MPI's own
+// semantics and cost). Error bounds per format x algorithm are in docs/algorithms.md. A Communicator
+// is used from one thread; construction is collective.
 #pragma once
 
 #include <cstddef>

@@ -25,8 +25,8 @@ class Transport;
 
 // One posted send or receive. wait() blocks until it completes and returns the bytes transferred (for
 // a receive: what the sender sent, which may be fewer than the capacity posted). A receive of a message
-// longer than its capacity throws Error(kMismatch). Destroying a request that was never waited for
-// waits for it first (buffers must outlive their requests).
+// longer than its capacity throws Error(kMismatch). Destroying a request that was not waited for (error
+// unwinding) cancels a pending receive and completes a pending send; buffers must outlive requests.
 class Request {
  public:
   virtual ~Request() = default;
