@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
   app.add_option("--noise-grid", fastOptions.noiseGrid, "fitFast noiseGrid");
   app.add_option("--refine-levels", fastOptions.refineLevels, "fitFast refineLevels");
   app.add_option("--noise-grid-counts", fastOptions.noiseGridWithCounts, "fitFast noiseGridWithCounts");
+  app.add_option("--refine-cells", fastOptions.refineCells, "fitFast refineCells");
   app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
@@ -190,10 +191,10 @@ int main(int argc, char** argv) {
   }
   try {
     std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s, sgd counts=%s, "
-                "fast grid %d/%d/%d(%d with counts) refine %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
+                "fast grid %d/%d/%d(%d with counts) refine %d x %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
                 noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes",
                 fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.noiseGridWithCounts,
-                fastOptions.refineLevels);
+                fastOptions.refineLevels, fastOptions.refineCells);
     const std::vector<int> cutoffs = {10, 20, 40};
     std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
     if (noMcmc) methods.erase(methods.begin() + 1);

@@ -75,10 +75,10 @@ struct ModelOptions {
 
 // Quadrature of the fast posterior.
 struct FastOptions {
-  int grid1d = 32;          // nodes for one-parameter families
-  int grid2d = 12;          // nodes per dimension for two-parameter families
-  int noiseGrid = 16;       // nodes over log sigma
-  int noiseGridWithCounts = 6;  // the same when sample counts are given (times binomialScales)
+  int grid1d = 40;          // nodes for one-parameter families
+  int grid2d = 16;          // nodes per dimension for two-parameter families
+  int noiseGrid = 12;       // nodes over log sigma
+  int noiseGridWithCounts = 5;  // the same when sample counts are given (times binomialScales)
   int refineLevels = 2;     // times the heaviest cells are split 3 ways per coordinate
   int refineCells = 24;     // cells split per level, at most
   double refineMass = 0.98; // split the heaviest cells holding this much posterior mass
