@@ -86,7 +86,7 @@ struct FastOptions {
   void check() const;
 };
 
-// The MCMC reference. kCollapsed: random-walk Metropolis over (family, theta, log sigma) on the closed-form
+// The MCMC reference. kCollapsed: random-walk Metropolis over (family, theta, log sigma, lambda) on the closed-form
 // evidence, with every curve's (a, b) drawn exactly from its conditional posterior for each kept sample
 // (well mixing; validates the quadrature, pruning and mixture). kEnsemble: affine-invariant ensemble
 // sampler (Goodman & Weare stretch move, as Domhan et al.) on all parameters, nothing integrated out
