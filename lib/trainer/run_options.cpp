@@ -61,7 +61,9 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"gain", "risk"}))
       ->capture_default_str();
   app.add_option("--algo", o.algo, "Allreduce algorithm (auto, native, ring, twoshot, rabenseifner, "
-                                   "recursive_doubling, hierarchical)")
+                                   "recursive_doubling, hierarchical). Default twoshot, not auto: on a single node "
+                                   "auto sends fp32 below 64 MiB (docs/algorithms.md), which would erase the "
+                                   "format under study; use auto or hierarchical across nodes")
       ->capture_default_str();
   app.add_option("--reducer", o.reducer, "Gradient reduction: adaprec (the Communicator), mpi (plain "
                                          "MPI_Allreduce, fp32 only), auto (adaprec when this build has it)")
@@ -219,6 +221,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
   r.steps = trainer.stepsDone();
   r.stateHash = trainer.stateHash();
   r.parameters.assign(trainer.model().parameters().begin(), trainer.model().parameters().end());
+  r.layerFormats = trainer.reducer().layerFormats();
   if (rank == 0 && config.progress) {
     std::fprintf(stderr, "final test accuracy %.4f (loss %.4f, %llu images) after %llu steps, %.1f s\n",
                  r.final.accuracy, r.final.loss, static_cast<unsigned long long>(r.final.images),

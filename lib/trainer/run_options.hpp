@@ -24,7 +24,9 @@ struct RunOptions {
   std::size_t testLimit = 0;
   std::string format = "fp32";    // spec, or per layer: "fc1=table4,fp16" (unnamed = the rest)
   std::string candidates = "fp32,fp16,fp8s,table4,table2,fastest";
-  std::string algo = "auto";
+  // Not "auto": on one node the engine's auto rule sends fp32 below 64 MiB (docs/algorithms.md), which
+  // would silently erase the precision under study. twoshot is what auto picks for p <= 8 across nodes.
+  std::string algo = "twoshot";
   std::string reducer = "auto";   // auto | mpi | adaprec
   std::string bucketing = "fused";
   // --format adaptive (the precision controller, lib/policy)
@@ -52,6 +54,7 @@ struct RunResult {
   std::uint64_t stateHash = 0;  // rank's parameters + momentum at the end
   std::vector<float> parameters;
   double controllerOverheadSeconds = 0;  // --format adaptive
+  std::vector<std::string> layerFormats;  // wire format each layer used in the last step
 };
 
 // Collective over comm. Prints the setup and the final accuracy on rank 0 (unless progress is off).
