@@ -273,20 +273,78 @@ bool encodeSignsOnly(const float* src, std::size_t n, std::uint8_t* dst) {
 }
 #endif
 
+// Large tables (K >= 32): counting all K-1 midpoints costs K compares per element. Instead the top
+// bits of |x| (8 exponent + 5 mantissa bits, a bucket spans ~3%) look up how many midpoints lie below
+// the bucket; only the few midpoints that can lie inside the bucket are compared. Same result as
+// tableIndex (midpoints below the bucket are smaller than |x|, those above are larger).
+constexpr unsigned kBucketShift = 18;                       // keep the top 13 of 31 magnitude bits
+constexpr std::size_t kBucketCount = std::size_t{1} << 13;
+constexpr std::uint32_t kMaxBucketSlack = 4;               // more midpoints per bucket: count them all
+
+struct BucketedMids {
+  std::uint32_t below[kBucketCount];       // #midpoints in lower buckets
+  float padded[128 + kMaxBucketSlack];     // the midpoints, then +Inf
+  std::uint32_t slack;                     // most midpoints in one bucket
+};
+
+// Fills `bucketed` for tableSize-1 sorted midpoints; false if some bucket holds too many of them.
+bool bucketMids(const float* mids, std::uint32_t tableSize, BucketedMids& bucketed) {
+  const std::uint32_t count = tableSize - 1;
+  std::uint32_t k = 0, slack = 0;
+  for (std::uint32_t bucket = 0; bucket < kBucketCount; ++bucket) {
+    bucketed.below[bucket] = k;
+    const std::uint32_t first = k;
+    while (k < count && (floatBits(mids[k]) >> kBucketShift) == bucket) ++k;
+    slack = std::max(slack, k - first);
+  }
+  for (std::uint32_t i = 0; i < count; ++i) bucketed.padded[i] = mids[i];
+  for (std::uint32_t i = count; i < count + kMaxBucketSlack; ++i) bucketed.padded[i] = INFINITY;
+  bucketed.slack = slack;
+  return slack <= kMaxBucketSlack;
+}
+
+template <std::uint32_t kSlack>
+inline std::uint32_t bucketIndex(std::uint32_t a, const BucketedMids& m) {
+  const std::uint32_t base = m.below[a >> kBucketShift];
+  std::uint32_t idx = base;
+  for (std::uint32_t j = 0; j < kSlack; ++j) idx += static_cast<std::uint32_t>(bitsFloat(a) > m.padded[base + j]);
+  return detail::select(a > detail::kF32InfBits, 0u, idx);  // NaN: index 0, as #{k : NaN > mid} = 0
+}
+
+// Writes the codes of one batch: code = sign << (N-1) | index.
+template <unsigned kBits, class Index>
+inline std::uint32_t batchCodes(const float* src, std::size_t len, std::uint8_t* codes, Index index) {
+  std::uint32_t nonFinite = 0;
+  for (std::size_t i = 0; i < len; ++i) {
+    const std::uint32_t u = floatBits(src[i]);
+    const std::uint32_t a = u & detail::kF32AbsMask;
+    nonFinite |= static_cast<std::uint32_t>(a >= detail::kF32InfBits);
+    codes[i] = static_cast<std::uint8_t>(((u >> 31) << (kBits - 1)) | index(a));
+  }
+  return nonFinite;
+}
+
 template <unsigned kBits>
 bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
 #if defined(__AVX2__)
   if constexpr (kBits == 1) return encodeSignsOnly(src, n, dst);
 #endif
+  constexpr std::uint32_t kSize = 1u << (kBits - 1);
+  // Bucketing pays off for large tables on chunks much longer than its set-up (8K entries).
+  thread_local BucketedMids bucketed;
+  const bool useBuckets = kSize >= 32 && n >= 4 * kBucketCount && bucketMids(mids, kSize, bucketed);
   alignas(32) std::uint8_t codes[kCodeBatch];
   std::uint32_t nonFinite = 0;
   for (std::size_t b = 0; b < n; b += kCodeBatch) {
     const std::size_t len = std::min(kCodeBatch, n - b);
-    for (std::size_t i = 0; i < len; ++i) {
-      const std::uint32_t u = floatBits(src[b + i]);
-      const std::uint32_t a = u & detail::kF32AbsMask;
-      nonFinite |= static_cast<std::uint32_t>(a >= detail::kF32InfBits);
-      codes[i] = static_cast<std::uint8_t>(((u >> 31) << (kBits - 1)) | tableIndex<kBits>(bitsFloat(a), mids));
+    if (!useBuckets) {
+      nonFinite |= batchCodes<kBits>(src + b, len, codes, [&](std::uint32_t a) { return tableIndex<kBits>(bitsFloat(a), mids); });
+    } else if (bucketed.slack <= 1) {
+      nonFinite |= batchCodes<kBits>(src + b, len, codes, [&](std::uint32_t a) { return bucketIndex<1>(a, bucketed); });
+    } else if (bucketed.slack == 2) {
+      nonFinite |= batchCodes<kBits>(src + b, len, codes, [&](std::uint32_t a) { return bucketIndex<2>(a, bucketed); });
+    } else {
+      nonFinite |= batchCodes<kBits>(src + b, len, codes, [&](std::uint32_t a) { return bucketIndex<kMaxBucketSlack>(a, bucketed); });
     }
     std::uint8_t* out = dst + b / 8 * kBits;
     const std::size_t groups = len / 8;
