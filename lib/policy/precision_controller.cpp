@@ -127,7 +127,10 @@ void PrecisionController::runPhase(trainer::Trainer& trainer) {
   DecisionConfig dc;
   dc.rule = config_.rule;
   dc.baseline = baseline_;
-  dc.horizonSteps = static_cast<double>(config_.speculativeSteps + config_.continuationSteps);
+  // Predict where this phase really ends: the continuation is cut short by the end of training.
+  const std::uint64_t remaining = trainer.totalSteps() - start;
+  dc.horizonSteps = static_cast<double>(std::max(config_.speculativeSteps + 1,
+                                                 std::min(config_.speculativeSteps + config_.continuationSteps, remaining)));
   dc.validationImages = static_cast<double>(baseEval.images);
   Decision decision = decide(observations, dc);
   // Identical inputs give identical fits, but one broadcast makes "every rank follows rank 0" explicit.
