@@ -155,9 +155,10 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     format = it->second;
   }
   Algorithm algorithm = resolveAlgorithm(options.algorithm, format, count);
-  if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto &&
-      !detail::nativeSupports(format)) {
-    format = Format::kFp32;  // auto fell back to uncompressed: compression cannot pay here
+  if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto) {
+    // auto fell back to uncompressed: compression cannot pay here, and native's 16-bit user op
+    // (bf16/fp16) is many times slower than MPI's own fp32 sum on fast links.
+    format = Format::kFp32;
   }
   ADAPREC_CHECK(algorithm != Algorithm::kNative || detail::nativeSupports(format),
                 ErrorCode::kUnsupported,
