@@ -144,6 +144,16 @@ class Communicator {
 
   void resetErrorFeedback();                      // every key
   void resetErrorFeedback(std::string_view key);  // one key
+  // This rank's error-feedback state (every key's residuals), for checkpoints: loading what
+  // saveErrorFeedback returned into a Communicator of the same rank (a fresh one, or this one later)
+  // makes its following +ef allreduces bit-identical to those of the communicator that saved it. Each
+  // rank saves and loads its own state; nothing is communicated. Loading replaces all current state.
+  // Layout (version 1, integers and floats little-endian): "ADAPREFB", u32 version, u32 keys; per key:
+  // u32 key bytes, key, u64 count, u8 algorithm, u32 slots; per slot: u64 floats (0 or count),
+  // floats as IEEE binary32. Malformed, truncated or padded input throws Error(kMalformedInput) and
+  // leaves the state unchanged.
+  std::vector<std::byte> saveErrorFeedback() const;
+  void loadErrorFeedback(std::span<const std::byte> bytes);
   // Sum of the stats of every allreduce so far.
   const AllreduceStats& totals() const;
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "adaprec/communicator.hpp"
@@ -22,6 +23,10 @@ class Residuals {
   // Zero-filled on first use; `count` must stay the same for a key (the Communicator resets it).
   float* slot(std::size_t index, std::size_t count);
   void clear() { slots_.clear(); }
+  // Every slot as stored (a slot never used by the algorithm is empty): for saving and loading the
+  // state (Communicator::saveErrorFeedback / loadErrorFeedback).
+  const std::vector<std::vector<float>>& slots() const { return slots_; }
+  void setSlots(std::vector<std::vector<float>> slots) { slots_ = std::move(slots); }
 
  private:
   std::vector<std::vector<float>> slots_;

@@ -3,6 +3,7 @@
 #include "adaprec/communicator.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,52 @@ std::size_t segmentCountFromEnvironment() {
                     "ADAPREC_SEGMENT_COUNT='" << text << "' is invalid; valid values: an integer >= 1");
   return static_cast<std::size_t>(value);
 }
+
+// Error-feedback state layout (see Communicator::saveErrorFeedback).
+constexpr char kFeedbackMagic[8] = {'A', 'D', 'A', 'P', 'R', 'E', 'F', 'B'};
+constexpr std::uint32_t kFeedbackVersion = 1;
+
+class FeedbackWriter {
+ public:
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+  void uint(std::uint64_t v, int width) {
+    for (int i = 0; i < width; ++i) bytes.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
+  }
+  std::vector<std::byte> bytes;
+};
+
+// Every read is bounds-checked against what is left, so no length field can make it read past the end
+// or allocate more than the input could hold.
+class FeedbackReader {
+ public:
+  explicit FeedbackReader(std::span<const std::byte> b) : b_(b) {}
+  std::size_t left() const { return b_.size() - at_; }
+  void need(std::uint64_t n, const char* what) const {
+    ADAPREC_CHECK(n <= left(), ErrorCode::kMalformedInput,
+                  "error-feedback state is truncated: " << what << " needs " << n << " bytes at offset " << at_
+                                                        << ", " << left() << " left");
+  }
+  std::uint64_t uint(int width, const char* what) {
+    need(static_cast<std::uint64_t>(width), what);
+    std::uint64_t v = 0;
+    for (int i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(b_[at_ + i]) << (8 * i);
+    at_ += static_cast<std::size_t>(width);
+    return v;
+  }
+  std::span<const std::byte> raw(std::uint64_t n, const char* what) {
+    need(n, what);
+    auto out = b_.subspan(at_, static_cast<std::size_t>(n));
+    at_ += static_cast<std::size_t>(n);
+    return out;
+  }
+
+ private:
+  std::span<const std::byte> b_;
+  std::size_t at_ = 0;
+};
 
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -115,6 +162,76 @@ void Communicator::resetErrorFeedback() { impl_->feedback.clear(); }
 void Communicator::resetErrorFeedback(std::string_view key) {
   auto it = impl_->feedback.find(key);
   if (it != impl_->feedback.end()) impl_->feedback.erase(it);
+}
+
+std::vector<std::byte> Communicator::saveErrorFeedback() const {
+  FeedbackWriter w;
+  w.raw(kFeedbackMagic, sizeof kFeedbackMagic);
+  w.uint(kFeedbackVersion, 4);
+  w.uint(impl_->feedback.size(), 4);
+  for (const auto& [key, state] : impl_->feedback) {
+    w.uint(key.size(), 4);
+    w.raw(key.data(), key.size());
+    w.uint(state.count, 8);
+    w.uint(static_cast<std::uint8_t>(state.algorithm), 1);
+    const auto& slots = state.residuals.slots();
+    w.uint(slots.size(), 4);
+    for (const std::vector<float>& slot : slots) {
+      w.uint(slot.size(), 8);
+      for (float v : slot) w.uint(std::bit_cast<std::uint32_t>(v), 4);
+    }
+  }
+  return std::move(w.bytes);
+}
+
+void Communicator::loadErrorFeedback(std::span<const std::byte> bytes) {
+  FeedbackReader r(bytes);
+  const auto magic = r.raw(sizeof kFeedbackMagic, "the magic");
+  ADAPREC_CHECK(std::memcmp(magic.data(), kFeedbackMagic, sizeof kFeedbackMagic) == 0,
+                ErrorCode::kMalformedInput, "not an AdaPrec error-feedback state (bad magic)");
+  const std::uint64_t version = r.uint(4, "the version");
+  ADAPREC_CHECK(version == kFeedbackVersion, ErrorCode::kMalformedInput,
+                "error-feedback state has version " << version << ", this build reads " << kFeedbackVersion);
+  const std::uint64_t keys = r.uint(4, "the key count");
+  // Parsed into a new map and swapped in at the end: a malformed input leaves the state unchanged.
+  std::map<std::string, Impl::Feedback, std::less<>> loaded;
+  for (std::uint64_t k = 0; k < keys; ++k) {
+    const std::uint64_t keyBytes = r.uint(4, "a key length");
+    const auto keyText = r.raw(keyBytes, "a key");
+    std::string key(reinterpret_cast<const char*>(keyText.data()), keyText.size());
+    ADAPREC_CHECK(!key.empty() && loaded.count(key) == 0, ErrorCode::kMalformedInput,
+                  "error-feedback state has an empty or repeated key '" << key << "'");
+    Impl::Feedback state;
+    const std::uint64_t count = r.uint(8, "a count");
+    const std::uint64_t algorithm = r.uint(1, "an algorithm");
+    bool known = false;
+    for (Algorithm a : allAlgorithms()) {
+      known = known || (a != Algorithm::kAuto && static_cast<std::uint64_t>(a) == algorithm);
+    }
+    ADAPREC_CHECK(known, ErrorCode::kMalformedInput,
+                  "error-feedback state of key '" << key << "' names algorithm " << algorithm);
+    state.count = static_cast<std::size_t>(count);
+    state.algorithm = static_cast<Algorithm>(algorithm);
+    const std::uint64_t slotCount = r.uint(4, "a slot count");
+    r.need(slotCount * 8, "the slots");  // every slot has at least its length: bounds the allocation
+    std::vector<std::vector<float>> slots(static_cast<std::size_t>(slotCount));
+    for (std::vector<float>& slot : slots) {
+      const std::uint64_t floats = r.uint(8, "a slot length");
+      ADAPREC_CHECK(floats == 0 || floats == count, ErrorCode::kMalformedInput,
+                    "error-feedback state of key '" << key << "' has a slot of " << floats
+                                                    << " floats for count " << count);
+      // Checked before the multiplication by 4 can overflow and before allocating.
+      ADAPREC_CHECK(floats <= r.left() / 4, ErrorCode::kMalformedInput,
+                    "error-feedback state is truncated in key '" << key << "'");
+      slot.resize(static_cast<std::size_t>(floats));
+      for (float& v : slot) v = std::bit_cast<float>(static_cast<std::uint32_t>(r.uint(4, "a residual")));
+    }
+    state.residuals.setSlots(std::move(slots));
+    loaded.emplace(std::move(key), std::move(state));
+  }
+  ADAPREC_CHECK(r.left() == 0, ErrorCode::kMalformedInput,
+                "error-feedback state has " << r.left() << " trailing bytes");
+  impl_->feedback = std::move(loaded);
 }
 
 std::vector<Format> Communicator::fastestCandidates() {

@@ -53,8 +53,8 @@ PrecisionController::PrecisionController(ControllerConfig config) : config_(std:
   }
 }
 
-void PrecisionController::apply(trainer::Trainer& trainer, std::size_t candidate) {
-  trainer.reducer().resetErrorFeedback();
+void PrecisionController::apply(trainer::Trainer& trainer, std::size_t candidate, bool resetFeedback) {
+  if (resetFeedback) trainer.reducer().resetErrorFeedback();
   trainer.reducer().setFormats(std::vector<FormatSpec>(trainer.model().layerRanges().size(), specs_[candidate]));
   trainer.setFormatLabel("adaptive:" + config_.candidates[candidate]);
 }
@@ -77,7 +77,8 @@ void PrecisionController::loadState(trainer::Trainer& trainer) {
   overheadSeconds_ = j.at("overhead_s").get<double>();
   ADAPREC_CHECK(current_ < specs_.size(), ErrorCode::kMismatch, "checkpoint's controller state names candidate "
                                                                    << current_ << " of " << specs_.size());
-  apply(trainer, current_);
+  // The checkpoint restored the residuals of the run so far: clearing them would break bit-identity.
+  apply(trainer, current_, false);
 }
 
 void PrecisionController::beforeStep(trainer::Trainer& trainer) {

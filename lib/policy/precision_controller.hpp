@@ -40,7 +40,9 @@ class PrecisionController final : public trainer::StepHook {
 
  private:
   void runPhase(trainer::Trainer& trainer);
-  void apply(trainer::Trainer& trainer, std::size_t candidate);
+  // Switches every layer to the candidate; resetFeedback clears the error-feedback residuals (at
+  // branches and decisions), a resume keeps the ones its checkpoint restored.
+  void apply(trainer::Trainer& trainer, std::size_t candidate, bool resetFeedback = true);
   void saveState(trainer::Trainer& trainer) const;
   void loadState(trainer::Trainer& trainer);
 

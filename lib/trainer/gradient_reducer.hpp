@@ -34,8 +34,8 @@ class GradientReducer {
   // Per-layer format requests (one entry per layer range); the controller switches formats with it.
   virtual void setFormats(const std::vector<FormatSpec>& formats) = 0;
   virtual std::vector<FormatSpec> formats() const = 0;
-  // Opaque state needed for a bit-identical continuation (error-feedback residuals where the engine
-  // exposes them); empty when there is none.
+  // Opaque per-rank state needed for a bit-identical continuation (the Communicator's error-feedback
+  // residuals, Communicator::saveErrorFeedback); empty when there is none.
   virtual std::vector<std::uint8_t> saveState() const { return {}; }
   // Drops error-feedback residuals (the controller does at every branch, so that no branch inherits
   // another branch's residual); a no-op for reducers without error feedback.

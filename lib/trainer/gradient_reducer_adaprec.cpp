@@ -1,5 +1,9 @@
 // The reducer that goes through AdaPrec's Communicator; built when the engine is part of the build.
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
 
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
@@ -64,6 +68,20 @@ class CommunicatorReducer final : public GradientReducer {
   }
   std::vector<FormatSpec> formats() const override { return formats_; }
   void resetErrorFeedback() override { comm_.resetErrorFeedback(); }
+  // This rank's error-feedback residuals in the Communicator's own versioned layout; a checkpoint
+  // written by a reducer without state (empty) resumes with none.
+  std::vector<std::uint8_t> saveState() const override {
+    const std::vector<std::byte> state = comm_.saveErrorFeedback();
+    const auto* begin = reinterpret_cast<const std::uint8_t*>(state.data());
+    return std::vector<std::uint8_t>(begin, begin + state.size());
+  }
+  void loadState(std::span<const std::uint8_t> state) override {
+    if (state.empty()) {
+      comm_.resetErrorFeedback();
+      return;
+    }
+    comm_.loadErrorFeedback(std::as_bytes(state));
+  }
 
  private:
   Communicator comm_;

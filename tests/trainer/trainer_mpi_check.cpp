@@ -11,6 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "adaprec/error.hpp"
 #include "trainer/run_options.hpp"
@@ -190,34 +192,59 @@ int main(int argc, char** argv) {
     });
   }
 
-  check("resume from a checkpoint is bit-identical to an uninterrupted run", [] {
-    const std::string dir = tempDir("resume");
-    RunOptions o = smallRun("mlp", 8, 640);
-    o.trainer.epochs = 2;
-    o.trainer.momentum = 0.9f;
-    o.trainer.schedule.kind = "poly";
-    o.trainer.schedule.warmupEpochs = 0.5;
-    const RunResult uninterrupted = runTraining(o, MPI_COMM_WORLD);
-    o.trainer.checkpointDir = dir;
-    o.trainer.checkpointEvery = 7;
-    o.trainer.maxSteps = 14;  // stops after the checkpoint of step 14, as a kill at steps 15..20 would leave it
-    runTraining(o, MPI_COMM_WORLD);
-    std::string why;
-    if (!std::filesystem::exists(CheckpointDirectory(dir, MPI_COMM_WORLD).rankFile(14, gRank))) {
-      why = "no checkpoint file for step 14; ";
-    }
-    if (std::filesystem::exists(CheckpointDirectory(dir, MPI_COMM_WORLD).rankFile(7, gRank))) {
-      why += "the superseded checkpoint of step 7 was not removed; ";
-    }
-    o.trainer.maxSteps = 0;
-    o.trainer.resume = true;
-    const RunResult resumed = runTraining(o, MPI_COMM_WORLD);
-    if (resumed.stateHash != uninterrupted.stateHash) why += "state hash differs after resume";
-    if (resumed.parameters != uninterrupted.parameters) why += "; parameters differ";
-    if (resumed.final.loss != uninterrupted.final.loss) why += "; final test loss differs";
-    removeDir(dir);
-    return why;
-  });
+  // fp32 through MPI; an error-feedback format, whose residuals must travel in the checkpoint; and the
+  // controller with an error-feedback candidate, which must not clear them when it reloads its state.
+  std::vector<std::pair<std::string, std::string>> resumeCases = {{"mpi", "fp32"}};
+  if (kHaveCommunicatorReducer) resumeCases.emplace_back("adaprec", "table2+ef");
+  if (kHaveController) resumeCases.emplace_back("adaprec", "adaptive");
+  for (const auto& [reducer, format] : resumeCases) {
+    check("resume (" + format + " via " + reducer + ") is bit-identical to an uninterrupted run", [reducer, format] {
+      const std::string dir = tempDir("resume");
+      RunOptions o = smallRun("mlp", 8, 640);
+      o.reducer = reducer;
+      o.format = format;
+      o.bucketing = "layer";
+      o.trainer.epochs = 2;
+      o.trainer.momentum = 0.9f;
+      o.trainer.schedule.kind = "poly";
+      o.trainer.schedule.warmupEpochs = 0.5;
+      if (format == "adaptive") {
+        // One +ef candidate: the decisions (which follow measured step times) cannot differ between
+        // runs, and its residuals must survive the controller's state being reloaded.
+        o.candidates = "table2+ef";
+        o.holdout = 64;
+        o.specSteps = 4;
+        o.specEvals = 1;
+        o.phaseSteps = 20;  // the checkpoint of step 14 falls inside a continuation, with residuals
+        o.validationImages = 64;
+      }
+      const RunResult uninterrupted = runTraining(o, MPI_COMM_WORLD);
+      o.trainer.checkpointDir = dir;
+      o.trainer.checkpointEvery = 7;
+      o.trainer.maxSteps = 14;  // stops after the checkpoint of step 14, as a kill at steps 15..20 would leave it
+      runTraining(o, MPI_COMM_WORLD);
+      std::string why;
+      if (!std::filesystem::exists(CheckpointDirectory(dir, MPI_COMM_WORLD).rankFile(14, gRank))) {
+        why = "no checkpoint file for step 14; ";
+      }
+      if (std::filesystem::exists(CheckpointDirectory(dir, MPI_COMM_WORLD).rankFile(7, gRank))) {
+        why += "the superseded checkpoint of step 7 was not removed; ";
+      }
+      o.trainer.maxSteps = 0;
+      o.trainer.resume = true;
+      const RunResult resumed = runTraining(o, MPI_COMM_WORLD);
+      if (resumed.stateHash != uninterrupted.stateHash) why += "state hash differs after resume";
+      if (resumed.parameters != uninterrupted.parameters) why += "; parameters differ";
+      if (resumed.final.loss != uninterrupted.final.loss) why += "; final test loss differs";
+      // The lossy format must really be on the wire with more than one rank, or the case proves nothing.
+      for (const std::string& used : resumed.layerFormats) {
+        const std::string expected = format == "adaptive" ? o.candidates : format;
+        if (gSize > 1 && used != expected) why += "; a layer was sent as " + used;
+      }
+      removeDir(dir);
+      return why;
+    });
+  }
 
   check("truncated and corrupted checkpoints are rejected naming the file", [] {
     const std::string dir = tempDir("corrupt");
