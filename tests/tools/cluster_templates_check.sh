@@ -31,6 +31,7 @@ for script in "$pbs" "$slurm" "$templates/bind-gpu.sh"; do
 done
 
 echo "== bind-gpu.sh"
+# shellcheck disable=SC2016  # the single-quoted scripts expand in the program bind-gpu.sh runs
 visible() {  # visible VAR=VALUE...: CUDA_VISIBLE_DEVICES that bind-gpu.sh gives the program
   "${clean[@]}" "$@" "$bind" /bin/sh -c 'echo "${CUDA_VISIBLE_DEVICES-unset}"'
 }
@@ -40,6 +41,12 @@ visible() {  # visible VAR=VALUE...: CUDA_VISIBLE_DEVICES that bind-gpu.sh gives
 [[ $(visible SLURM_LOCALID=1 CUDA_VISIBLE_DEVICES=3) == 3 ]] || fail "one GPU bound by the scheduler is kept"
 [[ $(visible OMPI_COMM_WORLD_LOCAL_RANK=1 ADAPREC_GPUS_PER_NODE=0) == unset ]] || fail "no GPU: nothing set"
 if visible OMPI_COMM_WORLD_LOCAL_RANK=2 ADAPREC_GPUS_PER_NODE=2 2>/dev/null; then fail "rank 2 of 2 GPUs accepted"; fi
+# Without ADAPREC_GPUS_PER_NODE the GPUs are counted by nvidia-smi -L (a stand-in listing 2 here).
+mkdir fake-bin
+printf '#!/bin/sh\necho "GPU 0: Tesla P100 (UUID: GPU-a)"\necho "GPU 1: Tesla P100 (UUID: GPU-b)"\n' >fake-bin/nvidia-smi
+chmod +x fake-bin/nvidia-smi
+[[ $(visible PATH="$work/fake-bin:/usr/bin:/bin" MPI_LOCALRANKID=1) == 1 ]] || fail "rank 1 of 2 GPUs counted by nvidia-smi"
+# shellcheck disable=SC2016
 words=$("${clean[@]}" "$bind" /bin/sh -c 'echo "$#:$1"' sh "two words") || fail "bind-gpu.sh argument passing"
 [[ $words == "1:two words" ]] || fail "bind-gpu.sh changed the arguments: $words"
 
@@ -55,7 +62,7 @@ dry() {
 expect() {
   local line=" $1 " pattern
   shift
-  for pattern in "$@"; do [[ $line == *" "$pattern" "* ]] || fail "'$pattern' missing in: $1"; done
+  for pattern in "$@"; do [[ $line == *\ $pattern\ * ]] || fail "'$pattern' missing in:$line"; done
 }
 # run_line LINE: run a printed command line as printed, in a clean environment.
 run_line() {
@@ -91,6 +98,14 @@ line=$(dry "$pbs" "${local_pbs[@]}" JOB=train TRAIN_DATA="$tiny_train_data" TRAI
 run_line "$line" >train.out 2>&1 || { cat train.out; fail "PBS train command failed: $line"; }
 grep -q '"event":"eval"' train.jsonl || fail "PBS train: no eval record in train.jsonl"
 [[ -s checkpoints/LATEST ]] || fail "PBS train: no checkpoints/LATEST"
+# Resubmitting the same job continues from its checkpoint (the template passes --resume).
+run_line "$line" >train.out 2>&1 || { cat train.out; fail "PBS train resubmission failed: $line"; }
+grep -q 'resumed from checkpoints at step 2' train.out || { cat train.out; fail "PBS train: no resume"; }
+
+echo "== the ranks get the ADAPREC_* variables (a bad one shows in the run's output)"
+line=$(dry "$pbs" "${local_pbs[@]}" ADAPREC_CPU_ISA=bogus JOB=bench BENCH_SIZES="$tiny_bench")
+run_line "$line" >bench.out 2>&1 || true
+grep -q "ADAPREC_CPU_ISA='bogus' is not valid" bench.out || { cat bench.out; fail "ADAPREC_CPU_ISA not passed on"; }
 
 echo "== the same run fails when a template passes a wrong flag"
 line=$(dry "$pbs" "${local_pbs[@]}" JOB=bench BENCH_SIZES="$tiny_bench" BENCH_ARGS="--formats fp32 --no-such-flag")

@@ -15,8 +15,8 @@
 set -euo pipefail
 cd "${PBS_O_WORKDIR:?not in a PBS job: for a DRY_RUN set PBS_O_WORKDIR and PBS_NODEFILE}"
 
-# Site modules, for example (Reedbush-H):
-# module load cuda10/10.1.168 openmpi/gdr/3.1.4/gnu
+# Site modules (names and versions: module avail), for example:
+# module load cuda openmpi
 
 # ---- What to run (adaprec-train --help, adaprec-bench --help) -----------------------------------
 JOB=${JOB:-train}                 # train | bench
@@ -26,7 +26,7 @@ RANKS_PER_NODE=${RANKS_PER_NODE:-2}  # = GPUs per node = mpiprocs above
 # (tools/train/adaprec-train); empty: the tools are taken from PATH.
 ADAPREC_PREFIX=${ADAPREC_PREFIX:-}
 MPIRUN=${MPIRUN:-mpirun}
-MPIRUN_ARGS=${MPIRUN_ARGS:-}      # site flags, e.g. "--mca btl_openib_allow_ib 1"
+MPIRUN_ARGS=${MPIRUN_ARGS:-}      # site flags, e.g. "--bind-to socket --mca btl_openib_allow_ib 1"
 TRAIN_DATA=${TRAIN_DATA:---data $HOME/data/fashion-mnist}  # MNIST-format files, or --synthetic N
 TRAIN_LENGTH=${TRAIN_LENGTH:---epochs 2}                    # --max-steps N for a short try
 # Across nodes --algo auto sends fp32 inside a node and the chosen format between nodes. A resubmitted
@@ -50,7 +50,7 @@ BENCH_ARGS=${BENCH_ARGS:---formats fp32,bf16,fp16,fp8s,table4,table2 --algos aut
 #   ADAPREC_MIN_BYTES=n       float sums smaller than n bytes go to MPI_Allreduce unchanged; default 65536
 #   ADAPREC_STATS=1           rank 0 prints the summed counters at MPI_Finalize; default 0
 # Read by bind-gpu.sh: ADAPREC_GPUS_PER_NODE (default: counted by nvidia-smi), ADAPREC_BIND_VERBOSE=1.
-# An invalid value stops the job with one line naming the variable and its valid values.
+# An invalid value is an error that names the variable and its valid values.
 # export ADAPREC_CPU_ISA=avx2
 #
 # An unmodified MPI program (C, C++, mpi4py) through the LD_PRELOAD library instead of JOB=...:

@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
 
-# Site modules, for example:
+# Site modules (names and versions: module avail), for example:
 # module load cuda openmpi
 
 # ---- What to run (adaprec-train --help, adaprec-bench --help) -----------------------------------
@@ -52,7 +52,7 @@ BENCH_ARGS=${BENCH_ARGS:---formats fp32,bf16,fp16,fp8s,table4,table2 --algos aut
 #   ADAPREC_MIN_BYTES=n       float sums smaller than n bytes go to MPI_Allreduce unchanged; default 65536
 #   ADAPREC_STATS=1           rank 0 prints the summed counters at MPI_Finalize; default 0
 # Read by bind-gpu.sh: ADAPREC_GPUS_PER_NODE (default: counted by nvidia-smi), ADAPREC_BIND_VERBOSE=1.
-# An invalid value stops the job with one line naming the variable and its valid values.
+# An invalid value is an error that names the variable and its valid values.
 # export ADAPREC_CPU_ISA=avx2
 #
 # An unmodified MPI program (C, C++, mpi4py) through the LD_PRELOAD library instead of JOB=...:
