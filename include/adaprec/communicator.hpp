@@ -97,6 +97,15 @@ struct AllreduceStats {
   AllreduceStats& operator+=(const AllreduceStats& other);  // sums bytes, seconds and calls
 };
 
+// One key's error-feedback state (Communicator::errorFeedback / setErrorFeedback). slots[s][i] is the
+// residual of this rank's quantization in encode step s of `algorithm` at element position i; a slot
+// the algorithm never used is empty.
+struct ErrorFeedbackState {
+  std::size_t count = 0;
+  Algorithm algorithm = Algorithm::kNative;  // the resolved algorithm the residuals belong to
+  std::vector<std::vector<float>> slots;     // each empty or `count` floats
+};
+
 // One layer's outcome of Communicator::chooseFastest.
 struct LayerChoice {
   std::size_t count = 0;
@@ -154,6 +163,14 @@ class Communicator {
   // leaves the state unchanged.
   std::vector<std::byte> saveErrorFeedback() const;
   void loadErrorFeedback(std::span<const std::byte> bytes);
+  // One key's state, to move residuals when tensors are regrouped (a framework rebuilding its gradient
+  // buckets): read the old keys' slots, place each tensor's positions in a new layout, set the new key.
+  // errorFeedback returns nullopt for an unknown key. setErrorFeedback replaces the key's state; it
+  // throws Error(kInvalidArgument) for an empty key, algorithm kAuto or a slot that is neither empty
+  // nor `count` long. The next +ef allreduce under the key uses the state only if its count and
+  // resolved algorithm match (otherwise it starts from zero, as after any change of count).
+  std::optional<ErrorFeedbackState> errorFeedback(std::string_view key) const;
+  void setErrorFeedback(std::string_view key, ErrorFeedbackState state);
   // Sum of the stats of every allreduce so far.
   const AllreduceStats& totals() const;
 

@@ -234,6 +234,28 @@ void Communicator::loadErrorFeedback(std::span<const std::byte> bytes) {
   impl_->feedback = std::move(loaded);
 }
 
+std::optional<ErrorFeedbackState> Communicator::errorFeedback(std::string_view key) const {
+  auto it = impl_->feedback.find(key);
+  if (it == impl_->feedback.end()) return std::nullopt;
+  return ErrorFeedbackState{it->second.count, it->second.algorithm, it->second.residuals.slots()};
+}
+
+void Communicator::setErrorFeedback(std::string_view key, ErrorFeedbackState state) {
+  ADAPREC_CHECK_ARG(!key.empty(), "error-feedback key must not be empty");
+  ADAPREC_CHECK_ARG(state.algorithm != Algorithm::kAuto,
+                    "error-feedback state of key '" << key << "' needs a resolved algorithm, not auto");
+  for (const std::vector<float>& slot : state.slots) {
+    ADAPREC_CHECK_ARG(slot.empty() || slot.size() == state.count,
+                      "error-feedback state of key '" << key << "' has a slot of " << slot.size()
+                                                      << " floats for count " << state.count);
+  }
+  Impl::Feedback feedback;
+  feedback.count = state.count;
+  feedback.algorithm = state.algorithm;
+  feedback.residuals.setSlots(std::move(state.slots));
+  impl_->feedback.insert_or_assign(std::string(key), std::move(feedback));
+}
+
 std::vector<Format> Communicator::fastestCandidates() {
   const std::span<const Format> all = allFormats();
   return std::vector<Format>(all.begin(), all.end());

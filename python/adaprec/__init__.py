@@ -1,0 +1,279 @@
+"""AdaPrec for Python: compressed-wire, fp32-sum allreduce over an mpi4py communicator.
+
+    from mpi4py import MPI
+    import numpy as np, adaprec
+    grad = np.ones(1 << 20, dtype=np.float32)
+    stats = adaprec.allreduce(grad, format="fp8s", average=True)   # in place, MPI.COMM_WORLD
+
+Buffers are float32 numpy arrays or contiguous CPU torch tensors, passed by pointer (no copy). Every
+call is collective. By default (check=True) the ranks first compare count, format, algorithm and
+averaging, and whether each rank's buffer is usable, so a wrong dtype, a non-contiguous tensor or
+different sizes on different ranks raise an exception on every rank (the bad rank gets TypeError or
+ValueError naming the problem, the others PeerInvalidError or MismatchError) instead of hanging.
+check=False skips that one small extra allreduce. The C API underneath is AdaPrec_Comm* in
+adaprec/adaprec_mpi.h; the format and algorithm names are those of docs/formats.md and
+docs/algorithms.md.
+"""
+
+import ctypes
+from dataclasses import dataclass
+
+from . import _capi
+
+__all__ = [
+    "AdaPrecError", "InvalidArgumentError", "MismatchError", "PeerInvalidError", "UnsupportedError",
+    "TransportError", "Stats", "Communicator", "allreduce", "communicator",
+]
+
+
+class AdaPrecError(RuntimeError):
+    """An AdaPrec call failed; .code is the C API's ADAPREC_ERR_* code."""
+
+    def __init__(self, message, code=_capi.ERR_INTERNAL):
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidArgumentError(AdaPrecError, ValueError):
+    """An argument the library does not accept (unknown format, missing key, ...)."""
+
+
+class MismatchError(AdaPrecError):
+    """Ranks called allreduce differently (count, format, algorithm, averaging)."""
+
+
+class PeerInvalidError(AdaPrecError):
+    """Another rank's input was invalid; nothing was reduced on any rank."""
+
+
+class UnsupportedError(AdaPrecError):
+    """A valid request this build or machine cannot serve."""
+
+
+class TransportError(AdaPrecError):
+    """MPI failed underneath."""
+
+
+_ERRORS = {
+    _capi.ERR_INVALID_ARGUMENT: InvalidArgumentError,
+    _capi.ERR_MALFORMED_INPUT: InvalidArgumentError,
+    _capi.ERR_MISMATCH: MismatchError,
+    _capi.ERR_UNSUPPORTED: UnsupportedError,
+    _capi.ERR_TRANSPORT: TransportError,
+    _capi.ERR_PEER_INVALID: PeerInvalidError,
+}
+
+
+def _check(code):
+    if code != _capi.OK:
+        message = _capi.lib.AdaPrec_LastError().decode(errors="replace")
+        raise _ERRORS.get(code, AdaPrecError)(message, code)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What one allreduce did on this rank (adaprec::AllreduceStats)."""
+
+    algorithm: str        # what ran (auto resolved)
+    format: str           # wire format used
+    count: int            # elements reduced
+    wire_bytes: int       # bytes this rank sent
+    fp32_bytes: int       # bytes this rank would have sent in fp32 with the same algorithm
+    encode_seconds: float
+    decode_seconds: float
+    transfer_seconds: float
+    total_seconds: float
+
+    @property
+    def compression(self):
+        """fp32 bytes / bytes sent (1.0 when nothing was sent)."""
+        return self.fp32_bytes / self.wire_bytes if self.wire_bytes else 1.0
+
+
+def _buffer(x, name, writable):
+    """(address, element count, problem): problem is None or (exception class, message)."""
+    module = type(x).__module__
+    if module.startswith("torch"):
+        import torch
+
+        if not isinstance(x, torch.Tensor):
+            return 0, 0, (TypeError, f"{name} must be a tensor or array, not {type(x).__name__}")
+        if x.dtype != torch.float32:
+            return 0, 0, (TypeError, f"{name} has dtype {x.dtype}; AdaPrec reduces torch.float32")
+        if x.device.type != "cpu":
+            return 0, 0, (ValueError, f"{name} is on {x.device}; the Python module takes CPU tensors")
+        if not x.is_contiguous():
+            return 0, 0, (ValueError, f"{name} is not contiguous; pass tensor.contiguous()")
+        return x.data_ptr(), x.numel(), None
+    try:
+        import numpy
+    except ImportError:  # without numpy only torch tensors can be passed
+        numpy = None
+    if numpy is not None and isinstance(x, numpy.ndarray):
+        if x.dtype != numpy.float32:
+            return 0, 0, (TypeError, f"{name} has dtype {x.dtype}; AdaPrec reduces float32")
+        if not x.flags.c_contiguous:
+            return 0, 0, (ValueError, f"{name} is not C-contiguous; pass numpy.ascontiguousarray(...)")
+        if writable and not x.flags.writeable:
+            return 0, 0, (ValueError, f"{name} is read-only")
+        return x.__array_interface__["data"][0], x.size, None
+    return 0, 0, (TypeError, f"{name} must be a float32 numpy array or torch tensor, "
+                             f"not {type(x).__name__}")
+
+
+def _text(value, name):
+    """(bytes, problem) for a str argument."""
+    if not isinstance(value, str):
+        return None, (TypeError, f"{name} must be a str, not {type(value).__name__}")
+    return value.encode(), None
+
+
+class Communicator:
+    """An AdaPrec communicator on (a duplicate of) an mpi4py communicator. Creation is collective.
+
+    Holds the error-feedback state of every tensor key used with a "+ef" format."""
+
+    def __init__(self, comm=None):
+        from mpi4py import MPI
+
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Comm):
+            raise TypeError(f"comm must be an mpi4py communicator, not {type(comm).__name__}")
+        handle = ctypes.c_void_p()
+        _check(_capi.lib.AdaPrec_CommCreate(ctypes.c_void_p(MPI._handleof(comm)), ctypes.byref(handle)))
+        self._handle = handle
+        rank, size = ctypes.c_int(), ctypes.c_int()
+        _check(_capi.lib.AdaPrec_CommRank(handle, ctypes.byref(rank)))
+        _check(_capi.lib.AdaPrec_CommSize(handle, ctypes.byref(size)))
+        self.rank, self.size = rank.value, size.value
+
+    def free(self):
+        """Collective: releases the duplicate communicator and all error-feedback state."""
+        if self._handle:
+            handle, self._handle = self._handle, None
+            _check(_capi.lib.AdaPrec_CommFree(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("this adaprec.Communicator was freed")
+        return self._handle
+
+    def allreduce(self, tensor, format="fp32", algo="auto", average=False, key=None, out=None,
+                  check=True):
+        """Sums `tensor` over all ranks, in place (or into `out`), and returns this rank's Stats.
+
+        format: "fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3", "table1".."table8", "fastest", with
+        "+ef" for error feedback (then `key` names the tensor whose residuals are kept). algo: "auto",
+        "native", "ring", "twoshot", "rabenseifner", "recursive_doubling", "hierarchical"."""
+        handle = self._live()
+        address, count, problem = _buffer(tensor, "tensor", writable=out is None)
+        recv = address
+        if problem is None and out is not None:
+            recv, out_count, problem = _buffer(out, "out", writable=True)
+            if problem is None and out_count != count:
+                problem = (ValueError, f"out has {out_count} elements, tensor has {count}")
+        format_bytes, format_problem = _text(format, "format")
+        algo_bytes, algo_problem = _text(algo, "algo")
+        key_bytes, key_problem = (None, None) if key is None else _text(key, "key")
+        problem = problem or format_problem or algo_problem or key_problem
+        flags = _capi.CHECK_AGREEMENT if check else 0
+        if problem is not None:
+            if not check:
+                raise problem[0](problem[1])
+            flags |= _capi.LOCAL_INVALID
+            address = recv = 0
+            count = 0
+        stats = _capi.CallStats()
+        code = _capi.lib.AdaPrec_CommAllreduce(
+            handle, ctypes.c_void_p(address), ctypes.c_void_p(recv), count, format_bytes, algo_bytes,
+            1 if average else 0, key_bytes, flags, ctypes.byref(stats))
+        if problem is not None:
+            raise problem[0](problem[1])  # the other ranks were told and raise PeerInvalidError
+        _check(code)
+        return Stats(stats.algorithm.decode(), stats.format.decode(), stats.count, stats.wireBytes,
+                     stats.fp32Bytes, stats.encodeSeconds, stats.decodeSeconds, stats.transferSeconds,
+                     stats.totalSeconds)
+
+    # ---- error-feedback state ----------------------------------------------------------------------
+    def save_feedback(self):
+        """This rank's error-feedback state as bytes (a versioned blob; see communicator.hpp)."""
+        handle = self._live()
+        size = ctypes.c_size_t()
+        _check(_capi.lib.AdaPrec_CommSaveFeedback(handle, None, 0, ctypes.byref(size)))
+        buf = ctypes.create_string_buffer(max(size.value, 1))
+        _check(_capi.lib.AdaPrec_CommSaveFeedback(handle, buf, size.value, ctypes.byref(size)))
+        return buf.raw[: size.value]
+
+    def load_feedback(self, blob):
+        """Replaces all error-feedback state with what save_feedback returned (on this rank)."""
+        if not isinstance(blob, (bytes, bytearray)):
+            raise TypeError(f"blob must be bytes, not {type(blob).__name__}")
+        _check(_capi.lib.AdaPrec_CommLoadFeedback(self._live(), bytes(blob), len(blob)))
+
+    def reset_feedback(self, key=None):
+        """Forgets the residuals of one key, or of every key."""
+        _check(_capi.lib.AdaPrec_CommResetFeedback(self._live(), None if key is None else key.encode()))
+
+    def feedback(self, key):
+        """(algorithm, list of float32 numpy arrays, one per slot) of a key, or None if unknown."""
+        import numpy
+
+        handle = self._live()
+        count, slots = ctypes.c_uint64(), ctypes.c_uint64()
+        algo = ctypes.create_string_buffer(32)
+        _check(_capi.lib.AdaPrec_CommFeedbackInfo(handle, key.encode(), ctypes.byref(count),
+                                                  ctypes.byref(slots), algo, len(algo)))
+        if slots.value == 0 and count.value == 0 and not algo.value:
+            return None
+        arrays = []
+        for slot in range(slots.value):
+            values = numpy.empty(count.value, dtype=numpy.float32)
+            _check(_capi.lib.AdaPrec_CommGetFeedback(handle, key.encode(), slot,
+                                                     values.ctypes.data, count.value))
+            arrays.append(values)
+        return algo.value.decode(), arrays
+
+    def set_feedback(self, key, algorithm, slots):
+        """Replaces a key's residuals: `slots` is a list of equally long float32 arrays."""
+        import numpy
+
+        data = numpy.ascontiguousarray(numpy.stack(slots) if slots else numpy.zeros((0, 0)),
+                                       dtype=numpy.float32)
+        count = data.shape[1] if data.ndim == 2 else 0
+        _check(_capi.lib.AdaPrec_CommSetFeedback(self._live(), key.encode(), algorithm.encode(), count,
+                                                 data.shape[0], data.ctypes.data))
+
+
+_communicators = {}
+
+
+def communicator(comm=None):
+    """The Communicator this module uses for an mpi4py communicator (created on first use, collective).
+
+    Cached by the MPI handle: free the AdaPrec communicator (adaprec.communicator(c).free()) before
+    freeing the mpi4py communicator it was made from."""
+    from mpi4py import MPI
+
+    if comm is None:
+        comm = MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"comm must be an mpi4py communicator, not {type(comm).__name__}")
+    handle = MPI._handleof(comm)
+    cached = _communicators.get(handle)
+    if cached is None or not cached._handle:
+        cached = _communicators[handle] = Communicator(comm)
+    return cached
+
+
+def allreduce(tensor, format="fp32", algo="auto", average=False, comm=None, key=None, out=None,
+              check=True):
+    """Communicator.allreduce on the cached Communicator of `comm` (default MPI.COMM_WORLD)."""
+    return communicator(comm).allreduce(tensor, format=format, algo=algo, average=average, key=key,
+                                        out=out, check=check)

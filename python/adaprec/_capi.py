@@ -1,0 +1,97 @@
+"""ctypes declarations of libadaprec's explicit-communicator C API (include/adaprec/adaprec_mpi.h).
+
+The library is found, in this order, at $ADAPREC_LIBRARY, at the path recorded when the package was
+installed (meson install), or by the dynamic linker's search (ctypes.util.find_library)."""
+
+import ctypes
+import ctypes.util
+import os
+
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_MALFORMED_INPUT = 2
+ERR_MISMATCH = 3
+ERR_UNSUPPORTED = 4
+ERR_TRANSPORT = 5
+ERR_IO = 6
+ERR_INTERNAL = 7
+ERR_CUDA = 8
+ERR_PEER_INVALID = 9
+
+CHECK_AGREEMENT = 1
+LOCAL_INVALID = 2
+
+
+class CallStats(ctypes.Structure):
+    _fields_ = [
+        ("algorithm", ctypes.c_char * 24),
+        ("format", ctypes.c_char * 24),
+        ("count", ctypes.c_uint64),
+        ("wireBytes", ctypes.c_uint64),
+        ("fp32Bytes", ctypes.c_uint64),
+        ("encodeSeconds", ctypes.c_double),
+        ("decodeSeconds", ctypes.c_double),
+        ("transferSeconds", ctypes.c_double),
+        ("totalSeconds", ctypes.c_double),
+    ]
+
+
+def _library_path():
+    explicit = os.environ.get("ADAPREC_LIBRARY")
+    if explicit:
+        return explicit
+    try:
+        from . import _install_paths  # written by meson install
+
+        if os.path.exists(_install_paths.LIBRARY):
+            return _install_paths.LIBRARY
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("adaprec")
+    if found:
+        return found
+    raise ImportError(
+        "adaprec: libadaprec.so not found; install AdaPrec (meson install) or set "
+        "ADAPREC_LIBRARY=/path/to/libadaprec.so"
+    )
+
+
+def _declare(lib):
+    c_comm = ctypes.c_void_p
+    P = ctypes.POINTER
+    signatures = {
+        "AdaPrec_LastError": (ctypes.c_char_p, []),
+        "AdaPrec_CommCreate": (ctypes.c_int, [ctypes.c_void_p, P(c_comm)]),
+        "AdaPrec_CommFree": (ctypes.c_int, [c_comm]),
+        "AdaPrec_CommRank": (ctypes.c_int, [c_comm, P(ctypes.c_int)]),
+        "AdaPrec_CommSize": (ctypes.c_int, [c_comm, P(ctypes.c_int)]),
+        "AdaPrec_CommAllreduce": (
+            ctypes.c_int,
+            [c_comm, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
+             ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, P(CallStats)],
+        ),
+        "AdaPrec_CommSaveFeedback": (
+            ctypes.c_int, [c_comm, ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_size_t)]),
+        "AdaPrec_CommLoadFeedback": (ctypes.c_int, [c_comm, ctypes.c_char_p, ctypes.c_size_t]),
+        "AdaPrec_CommResetFeedback": (ctypes.c_int, [c_comm, ctypes.c_char_p]),
+        "AdaPrec_CommFeedbackInfo": (
+            ctypes.c_int,
+            [c_comm, ctypes.c_char_p, P(ctypes.c_uint64), P(ctypes.c_uint64), ctypes.c_char_p,
+             ctypes.c_size_t],
+        ),
+        "AdaPrec_CommGetFeedback": (
+            ctypes.c_int, [c_comm, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64]),
+        "AdaPrec_CommSetFeedback": (
+            ctypes.c_int,
+            [c_comm, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64,
+             ctypes.c_void_p],
+        ),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return lib
+
+
+lib = _declare(ctypes.CDLL(_library_path()))

@@ -1,0 +1,156 @@
+"""PyTorch DistributedDataParallel over AdaPrec: a communication hook and process-group setup for
+`mpirun -np N python3 train.py`.
+
+    import adaprec.torch
+    adaprec.torch.init_process_group()                    # gloo, rank/size from MPI
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    model.register_comm_hook(adaprec.torch.HookState(format="fp8s+ef"), adaprec.torch.hook)
+
+Each gradient bucket is summed through AdaPrec over MPI (not through gloo) in the bucket's format and
+averaged. Error feedback ("+ef") keeps one residual per bucket element; DDP regroups parameters into
+new buckets after its first iteration (the bucket rebuild), so residuals are keyed by the bucket's
+parameters and moved, parameter by parameter, into the new layout when the grouping changes.
+"""
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+import adaprec
+
+
+def init_process_group(backend="gloo", comm=None, **kwargs):
+    """torch.distributed.init_process_group for a job started by mpirun (or srun with MPI).
+
+    Rank and world size come from the mpi4py communicator (default MPI.COMM_WORLD). The rendezvous
+    address is $MASTER_ADDR if set, else rank 0's host address; the port is $MASTER_PORT if set, else a
+    free port chosen by rank 0. Both are broadcast over MPI, so every rank uses the same."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    address = port = None
+    if comm.rank == 0:
+        address = os.environ.get("MASTER_ADDR") or _host_address()
+        port = os.environ.get("MASTER_PORT") or str(_free_port())
+    address, port = comm.bcast((address, port), root=0)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = address, port
+    dist.init_process_group(backend, rank=comm.rank, world_size=comm.size, **kwargs)
+
+
+def _host_address():
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class HookState:
+    """State of the AdaPrec DDP hook: its own AdaPrec communicator (and so its own error-feedback
+    state), the format choice and running totals.
+
+    format: a format spec ("fp16", "fp8s", "table4+ef", "fastest": the fastest format measured for
+    each bucket size), or a callable(bucket_index, element_count) -> spec for per-bucket choices.
+    algo: an AdaPrec algorithm name. check: agreement check before every bucket (see
+    adaprec.allreduce); off by default because DDP already guarantees identical buckets on all ranks."""
+
+    def __init__(self, format="fp8s", algo="auto", comm=None, check=False):
+        self.communicator = adaprec.Communicator(comm)
+        self.format = format
+        self.algo = algo
+        self.check = check
+        self.calls = 0
+        self.wire_bytes = 0
+        self.fp32_bytes = 0
+        self.seconds = 0.0
+        self.migrations = 0    # layouts whose parameters brought residuals from an earlier layout
+        self._keys = {}        # tuple of parameter ids -> key
+        self._places = {}      # parameter id -> (key, offset, numel) in the latest layout
+        self._next_key = 0
+
+    def format_for(self, bucket):
+        if callable(self.format):
+            return self.format(bucket.index(), bucket.buffer().numel())
+        return self.format
+
+    def key_for(self, bucket):
+        """The error-feedback key of this bucket's parameter grouping; on a new grouping, residuals of
+        its parameters are moved from their previous buckets."""
+        parameters = bucket.parameters()
+        signature = tuple(id(p) for p in parameters)
+        key = self._keys.get(signature)
+        if key is not None:
+            return key
+        key = f"ddp-bucket-{self._next_key}"
+        self._next_key += 1
+        self._keys[signature] = key
+        offsets = _offsets(bucket)
+        self._move_residuals(key, bucket.buffer().numel(), parameters, offsets)
+        for p, offset in zip(parameters, offsets):
+            self._places[id(p)] = (key, offset, p.numel())
+        # Layouts none of whose parameters live there any more are dropped with their residuals.
+        live = {place[0] for place in self._places.values()}
+        for old_signature, old_key in list(self._keys.items()):
+            if old_key not in live:
+                del self._keys[old_signature]
+                self.communicator.reset_feedback(old_key)
+        return key
+
+    def _move_residuals(self, key, count, parameters, offsets):
+        import numpy
+
+        old = {}
+        for p in parameters:
+            place = self._places.get(id(p))
+            if place is not None and place[0] not in old:
+                old[place[0]] = self.communicator.feedback(place[0])
+        old = {k: v for k, v in old.items() if v is not None}
+        if not old:
+            return
+        algorithm = next(iter(old.values()))[0]
+        slots = max(len(v[1]) for v in old.values())
+        moved = numpy.zeros((slots, count), dtype=numpy.float32)
+        for p, offset in zip(parameters, offsets):
+            place = self._places.get(id(p))
+            if place is None or place[0] not in old:
+                continue
+            old_key, old_offset, numel = place
+            for s, values in enumerate(old[old_key][1]):
+                moved[s, offset:offset + numel] = values[old_offset:old_offset + numel]
+        self.communicator.set_feedback(key, algorithm, list(moved))
+        self.migrations += 1
+
+
+def _offsets(bucket):
+    """Element offset of each parameter's gradient in the bucket buffer."""
+    buffer = bucket.buffer()
+    base = buffer.data_ptr()
+    offsets = []
+    for g in bucket.gradients():
+        if g.data_ptr() < base or g.data_ptr() >= base + buffer.numel() * buffer.element_size():
+            raise RuntimeError("adaprec.torch: a bucket gradient is not a view of the bucket buffer")
+        offsets.append((g.data_ptr() - base) // buffer.element_size())
+    return offsets
+
+
+def hook(state, bucket):
+    """DDP communication hook: sum-and-average the bucket through AdaPrec (synchronously)."""
+    buffer = bucket.buffer()
+    spec = state.format_for(bucket)
+    key = state.key_for(bucket) if "+ef" in spec else None
+    stats = state.communicator.allreduce(buffer, format=spec, algo=state.algo, average=True, key=key,
+                                         check=state.check)
+    state.calls += 1
+    state.wire_bytes += stats.wire_bytes
+    state.fp32_bytes += stats.fp32_bytes
+    state.seconds += stats.total_seconds
+    future = torch.futures.Future()
+    future.set_result(buffer)
+    return future
