@@ -26,7 +26,9 @@ def init_process_group(backend="gloo", comm=None, **kwargs):
 
     Rank and world size come from the mpi4py communicator (default MPI.COMM_WORLD). The rendezvous
     address is $MASTER_ADDR if set, else rank 0's host address; the port is $MASTER_PORT if set, else a
-    free port chosen by rank 0. Both are broadcast over MPI, so every rank uses the same."""
+    free port chosen by rank 0. Rank 0's address is that of $GLOO_SOCKET_IFNAME when set (the
+    interface gloo will use, e.g. ib0 or eth0), else what its host name resolves to. Both are broadcast
+    over MPI, so every rank uses the same."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -40,10 +42,27 @@ def init_process_group(backend="gloo", comm=None, **kwargs):
 
 
 def _host_address():
+    interface = os.environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0]
+    if interface:
+        return _interface_address(interface)
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def _interface_address(name):
+    """IPv4 address of a network interface (Linux SIOCGIFADDR)."""
+    import fcntl
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            request = struct.pack("256s", name[:15].encode())
+            return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, request)[20:24])
+        except OSError as e:
+            raise RuntimeError(f"adaprec.torch: no IPv4 address on interface {name!r} "
+                               f"(GLOO_SOCKET_IFNAME): {e}") from e
 
 
 def _free_port():

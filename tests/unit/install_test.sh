@@ -38,4 +38,17 @@ libdir=$(dirname "$(find "$dest" -name 'libadaprec.so' | head -1)")
 c++ -std=c++20 "$dest/prog.cpp" $flags -Wl,-rpath-link,"$libdir" -o "$dest/prog" ||
   fail "compiling a user program with: $flags"
 LD_LIBRARY_PATH="$libdir" "$dest/prog" || fail "user program"
-echo "install: headers, library, tools and adaprec.pc work for a user program"
+
+# The Python package: installed beside the interpreter's modules, pointing at the installed library.
+init=$(find "$dest" -path "*/adaprec/__init__.py" | head -1)
+[ -n "$init" ] || fail "python package adaprec not installed"
+paths=$(dirname "$init")/_install_paths.py
+[ -f "$paths" ] || fail "adaprec/_install_paths.py not installed"
+library=$(sed -n 's/^LIBRARY = "\(.*\)"$/\1/p' "$paths")
+[ -f "$dest$library" ] || fail "_install_paths.py names $library, which was not installed"
+if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
+  PYTHONPATH=$(dirname "$(dirname "$init")") ADAPREC_LIBRARY="$dest$library" LD_LIBRARY_PATH="$libdir" \
+    /usr/bin/python3 -c 'import numpy, adaprec; x = numpy.ones(3, numpy.float32); s = adaprec.allreduce(x, format="fp16"); assert list(x) == [1, 1, 1] and s.count == 3, s' ||
+    fail "installed python package"
+fi
+echo "install: headers, library, tools, adaprec.pc and the python package work for a user program"
