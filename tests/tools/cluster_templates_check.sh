@@ -9,7 +9,10 @@
 # bind-gpu.sh picks the GPU from the node-local rank.
 set -euo pipefail
 
-templates=$1 build=$2 train=$3 bench=$4 bind=$5 mpirun=$6
+# meson passes built files relative to the directory it starts the test in.
+absolute() { if [[ $1 == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+templates=$(absolute "$1") build=$(absolute "$2") train=$(absolute "$3") bench=$(absolute "$4")
+bind=$(absolute "$5") mpirun=$(absolute "$6")
 pbs=$templates/adaprec-pbs.sh slurm=$templates/adaprec-slurm.sh
 local_mpi="--allow-run-as-root --oversubscribe --mca btl self,vader"
 # Tiny runs; the rest of each command line is the template's own.
