@@ -189,3 +189,50 @@ TEST_CASE("malformed error-feedback state is rejected and changes nothing", "[en
   CHECK(afterEmpty == emptyState);
   CHECK(emptyState.size() == 16);
 }
+
+TEST_CASE("one key's error-feedback state can be read, moved and set", "[engine][ef-state]") {
+  const int p = 3;
+  INFO("seed " << kSeed);
+  const FormatSpec format = parseFormatSpec("table2+ef");
+  std::vector<std::vector<float>> straight(p), moved(p);
+  std::vector<bool> missingIsEmpty(p, false), copied(p, false), badRejected(p, false);
+  LoopbackGroup group(p, 1);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    Communicator a(t);
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<float> r = runStep(a, format, Algorithm::kTwoShot, s);
+      if (s >= kSaveAfter) straight[rank].insert(straight[rank].end(), r.begin(), r.end());
+    }
+    // The same steps, where after kSaveAfter each key's state is read from one communicator and set
+    // into a fresh one: the continuation must not change.
+    Communicator b(t);
+    for (int s = 0; s < kSaveAfter; ++s) runStep(b, format, Algorithm::kTwoShot, s);
+    missingIsEmpty[rank] = !b.errorFeedback("no such key").has_value();
+    Communicator c(t);
+    bool allCopied = true;
+    for (const char* key : kKeys) {
+      std::optional<ErrorFeedbackState> state = b.errorFeedback(key);
+      allCopied = allCopied && state.has_value() && state->algorithm == Algorithm::kTwoShot &&
+                  !state->slots.empty();
+      if (state) c.setErrorFeedback(key, *state);
+    }
+    copied[rank] = allCopied;
+    for (int s = kSaveAfter; s < kSteps; ++s) {
+      std::vector<float> r = runStep(c, format, Algorithm::kTwoShot, s);
+      moved[rank].insert(moved[rank].end(), r.begin(), r.end());
+    }
+    ErrorFeedbackState bad{10, Algorithm::kTwoShot, {std::vector<float>(9)}};
+    try {
+      c.setErrorFeedback("x", bad);
+    } catch (const Error& e) {
+      badRejected[rank] = e.code() == ErrorCode::kInvalidArgument && !c.errorFeedback("x").has_value();
+    }
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r);
+    CHECK(missingIsEmpty[r]);
+    CHECK(copied[r]);
+    CHECK(sameBits(moved[r], straight[r]));
+    CHECK(badRejected[r]);
+  }
+}
