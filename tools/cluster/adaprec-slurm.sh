@@ -56,9 +56,10 @@ BENCH_ARGS=${BENCH_ARGS:---formats fp32,bf16,fp16,fp8s,table4,table2 --algos aut
 # export ADAPREC_CPU_ISA=avx2
 #
 # An unmodified MPI program (C, C++, mpi4py) through the LD_PRELOAD library instead of JOB=...:
-# srun --export=ALL,LD_PRELOAD="$ADAPREC_PREFIX/lib/x86_64-linux-gnu/libadaprec-preload.so",\
-# ADAPREC_FORMAT=fp8s,ADAPREC_ALGO=auto,ADAPREC_STATS=1 bind-gpu.sh python3 train.py
-# (in a build directory the library is lib/preload/libadaprec-preload.so)
+# preload=$ADAPREC_PREFIX/lib/x86_64-linux-gnu/libadaprec-preload.so
+# srun --export=ALL,LD_PRELOAD=$preload,ADAPREC_FORMAT=fp8s,ADAPREC_ALGO=auto,ADAPREC_STATS=1 \
+#   "$ADAPREC_PREFIX/bin/adaprec-bind-gpu" python3 train.py
+# (in a build directory: lib/preload/libadaprec-preload.so and tools/cluster/bind-gpu.sh)
 
 # ---- Nothing to edit below ------------------------------------------------------------------------
 tool() {  # tool NAME BUILD_PATH: $ADAPREC_PREFIX/bin/NAME, $ADAPREC_PREFIX/BUILD_PATH, or NAME on PATH
