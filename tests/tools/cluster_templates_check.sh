@@ -150,4 +150,28 @@ rm -f bench-777.json
 run_line "$line" >bench.out || fail "Slurm (mpirun) bench command failed: $line"
 [[ -s bench-777.json ]] || fail "Slurm bench: --json bench-777.json not written"
 
+echo "== 2 emulated nodes x 2 ranks (tools/vcluster): the per-rank part of the PBS train line"
+# bind-gpu.sh must count local ranks per node (0 and 1 on each node), not across the job. Needs root and
+# network namespaces; elsewhere this part is skipped (the rest of the test still counts).
+vcluster=$templates/../vcluster
+probe=adaprec-clt-probe-$$
+if [[ $EUID -eq 0 && -x $vcluster ]] && command -v ip >/dev/null && ip netns add "$probe" 2>/dev/null; then
+  ip netns del "$probe"
+  rm -rf checkpoints train.jsonl
+  line=$(dry "$pbs" "${pbs_env[@]}" PBS_NODEFILE="$work/two-nodes" JOB=train TRAIN_DATA="$tiny_train_data" \
+    TRAIN_LENGTH="$tiny_train")
+  eval "words=($line)"
+  for i in "${!words[@]}"; do [[ ${words[i]} == "$bind" ]] && first=$i; done
+  ADAPREC_VCLUSTER_PREFIX=adaprec-clt-$$ "$vcluster" run --nodes 2 --ranks-per-node 2 --rate none --timeout 60 \
+    --mpirun-args "-x ADAPREC_BIND_VERBOSE=1 -x ADAPREC_GPUS_PER_NODE=2 -x ADAPREC_CPU_ISA=generic" \
+    -- "${words[@]:first}" >nodes.out 2>&1 || { cat nodes.out; fail "train on 2 emulated nodes failed"; }
+  bound=$(grep -o 'n[01] local rank [01] -> CUDA_VISIBLE_DEVICES=[01]' nodes.out | sort | tr '\n' ';')
+  expected="n0 local rank 0 -> CUDA_VISIBLE_DEVICES=0;n0 local rank 1 -> CUDA_VISIBLE_DEVICES=1;"
+  expected+="n1 local rank 0 -> CUDA_VISIBLE_DEVICES=0;n1 local rank 1 -> CUDA_VISIBLE_DEVICES=1;"
+  [[ $bound == "$expected" ]] || { cat nodes.out; fail "GPU binding on 2 nodes: $bound"; }
+  grep -q '"event":"eval"' train.jsonl || fail "train on 2 emulated nodes: no eval record"
+else
+  echo "skipped: needs root, tools/vcluster and network namespaces"
+fi
+
 echo "cluster templates: all checks passed"
