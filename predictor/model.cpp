@@ -156,10 +156,58 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
     }
     d.lastCount = d.hasCounts ? curve.sampleCounts.back() : 0.0;
     if (d.hasCounts) data.binomialScales = model.binomialScales;
+    data.distinctX.insert(data.distinctX.end(), d.x.begin(), d.x.end());
     data.curves.push_back(std::move(d));
   }
   if (data.binomialScales.empty()) data.binomialScales = {1.0};
+  std::sort(data.distinctX.begin(), data.distinctX.end());
+  data.distinctX.erase(std::unique(data.distinctX.begin(), data.distinctX.end()), data.distinctX.end());
+  for (CurveData& d : data.curves) {
+    for (double x : d.x) {
+      d.xIndex.push_back(static_cast<int>(std::lower_bound(data.distinctX.begin(), data.distinctX.end(), x) -
+                                          data.distinctX.begin()));
+    }
+  }
   return data;
+}
+
+BasisTable::BasisTable(const std::vector<double>& distinctX)
+    : x_(distinctX), logX_(distinctX.size()), inner_(distinctX.size()), g_(distinctX.size()) {
+  for (std::size_t i = 0; i < x_.size(); ++i) logX_[i] = x_[i] > 0 ? std::log(x_[i]) : 0.0;
+}
+
+const std::vector<double>& BasisTable::values(Family family, const std::array<double, 2>& theta) {
+  const double kappa = theta[0], alpha = theta[1];
+  const std::size_t n = x_.size();
+  if (static_cast<int>(family) != family_ || kappa != kappa_) {
+    family_ = static_cast<int>(family);
+    kappa_ = kappa;
+    const double logKappa = std::log(kappa);
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (family) {
+        case Family::kPow3: inner_[i] = std::log1p(x_[i] / kappa); break;
+        case Family::kLogPower:
+        case Family::kWeibull: inner_[i] = logX_[i] - logKappa; break;
+        case Family::kVaporPressure:
+        case Family::kIlog2: inner_[i] = 0; break;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = x_[i];
+    if (x <= 0) {
+      g_[i] = 0;
+      continue;
+    }
+    switch (family) {
+      case Family::kPow3: g_[i] = -std::expm1(-alpha * inner_[i]); break;
+      case Family::kLogPower: g_[i] = 1.0 / (1.0 + std::exp(-alpha * inner_[i])); break;
+      case Family::kVaporPressure: g_[i] = std::exp(-kappa / x); break;
+      case Family::kWeibull: g_[i] = -std::expm1(-std::exp(alpha * inner_[i])); break;
+      case Family::kIlog2: g_[i] = 1.0 - 1.0 / std::log(M_E + x / kappa); break;
+    }
+  }
+  return g_;
 }
 
 std::array<double, 2> familyTheta(Family family, double u0, double u1) {

@@ -16,6 +16,7 @@ inline constexpr double kLog2Pi = 1.8378770664093454836;
 // One curve after normalisation: x = step / stepScale, tau = known binomial variance (0 without n).
 struct CurveData {
   std::vector<double> x, y, tau;
+  std::vector<int> xIndex;  // per point: its x's position in Data::distinctX
   bool hasCounts = false;
   double lastCount = 0;  // sample count of the last point (0 without counts)
 };
@@ -24,6 +25,9 @@ struct Data {
   double stepScale = 1;
   std::vector<double> binomialScales;  // the model's list with counts, {1} without (lambda is moot)
   std::vector<CurveData> curves;
+  // The distinct x of all curves, ascending: related curves are usually evaluated at the same steps,
+  // so fitFast computes the basis once per distinct step instead of once per curve point.
+  std::vector<double> distinctX;
 };
 
 Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model);
@@ -33,6 +37,20 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model);
 std::array<double, 2> familyTheta(Family family, double u0, double u1);
 // The basis g(x; theta) in [0, 1] (1 only by rounding once saturated), non-decreasing in x >= 0.
 double basis(Family family, const std::array<double, 2>& theta, double x);
+
+// Basis values at every Data::distinctX for one (family, theta) at a time. What depends only on the
+// family and kappa (log(x / kappa) or log1p(x / kappa)) is kept across calls with the same family and
+// kappa, which is how fitFast walks its grid (alpha innermost). Equal to basis() up to rounding.
+class BasisTable {
+ public:
+  explicit BasisTable(const std::vector<double>& distinctX);
+  const std::vector<double>& values(Family family, const std::array<double, 2>& theta);
+
+ private:
+  std::vector<double> x_, logX_, inner_, g_;
+  int family_ = -1;
+  double kappa_ = 0;
+};
 
 // Gaussian posterior of one curve's (a, b) and its log marginal likelihood, given the basis values and
 // the total per-point variance. The b >= 0 truncation is included: logEvidence is the evidence under

@@ -18,6 +18,15 @@ using detail::normalPdf;
 namespace {
 constexpr double kMinSd = 1e-9;
 constexpr double kMinLogDensity = -690.0;  // log of the smallest density reported (about 1e-300)
+constexpr double kFarZ = 8.5;             // 1 - Phi(8.5) ~ 1e-17, phi(8.5) ~ 2e-16
+
+// Standard normal quantile to about 5e-4 (Abramowitz & Stegun 26.2.23): a starting point for Newton.
+double approxNormalQuantile(double p) {
+  const double q = p < 0.5 ? p : 1.0 - p;
+  const double t = std::sqrt(-2.0 * std::log(q));
+  const double z = t - (2.515517 + t * (0.802853 + t * 0.010328)) / (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308)));
+  return p < 0.5 ? -z : z;
+}
 
 // P(lo <= Z <= hi) computed on the side of the distribution where it does not cancel.
 double intervalProbability(double lo, double hi) {
@@ -41,8 +50,10 @@ Predictive::Predictive(std::vector<double> weights, std::vector<double> means, s
     const double s = sds_[k];
     const double alpha = -mu / s;
     const double beta = (1.0 - mu) / s;
-    const double z = intervalProbability(alpha, beta);
-    lower_.push_back(normalCdf(alpha));
+    const double lower = normalCdf(alpha);
+    lower_.push_back(lower);
+    // P(alpha <= Z <= beta) on the side where it does not cancel (the usual side reuses Phi(alpha)).
+    const double z = alpha > 0 ? intervalProbability(alpha, beta) : normalCdf(beta) - lower;
     const double pa = normalPdf(alpha), pb = normalPdf(beta);
     const double w = weights_[k];
     mass_ += w * z;
@@ -67,6 +78,15 @@ void Predictive::evaluate(double y, double& cdf, double& density) const {
   double sumCdf = 0, sumDensity = 0;
   for (std::size_t k = 0; k < weights_.size(); ++k) {
     const double z = (y - means_[k]) / sds_[k];
+    // Beyond |z| = kFarZ, Phi(z) is 0 or 1 and phi(z) < 1e-16 to double precision: skip erfc and exp.
+    if (z > kFarZ) {
+      sumCdf += weights_[k] * (1.0 - lower_[k]);
+      continue;
+    }
+    if (z < -kFarZ) {
+      sumCdf -= weights_[k] * lower_[k];
+      continue;
+    }
     sumCdf += weights_[k] * (normalCdf(z) - lower_[k]);
     sumDensity += weights_[k] * normalPdf(z) / sds_[k];
   }
@@ -88,9 +108,10 @@ double Predictive::cdf(double y) const {
 double Predictive::quantile(double p) const {
   ADAPREC_CHECK_ARG(p > 0 && p < 1, "quantile: p must be in (0, 1), got " << p);
   if (degenerate_) return mean_;
-  // Newton on the CDF from the mean, kept inside a shrinking bisection bracket: a few CDF evaluations
-  // where plain bisection needs about 35.
-  double lo = 0, hi = 1, y = mean_;
+  // Newton on the CDF from the normal approximation's quantile, kept inside a shrinking bisection
+  // bracket: a few CDF evaluations where plain bisection needs about 35.
+  double lo = 0, hi = 1;
+  double y = std::clamp(mean_ + sd_ * approxNormalQuantile(p), 1e-9, 1.0 - 1e-9);
   for (int i = 0; i < 100; ++i) {
     double f = 0, density = 0;
     evaluate(y, f, density);

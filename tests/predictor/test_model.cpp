@@ -158,3 +158,31 @@ TEST_CASE("Predictive: truncated mixture moments, quantiles, density and CRPS", 
     CHECK(std::isfinite(p.logDensity(0.5)));
   }
 }
+
+TEST_CASE("BasisTable equals basis() on the distinct steps of curves with different steps", "[predictor][model]") {
+  // Two curves sharing some steps (and step 0): the table is indexed through each point's xIndex.
+  std::vector<ap::Curve> curves(2);
+  curves[0].steps = {0, 10, 20, 30, 40};
+  curves[0].values = {0.1, 0.2, 0.3, 0.35, 0.4};
+  curves[1].steps = {5, 10, 30, 45};
+  curves[1].values = {0.1, 0.2, 0.3, 0.4};
+  const d::Data data = d::prepareData(curves, ap::ModelOptions{});
+  REQUIRE(data.distinctX.size() == 7);
+  d::BasisTable table(data.distinctX);
+  // Walk kappa outer, alpha inner like fitFast, then revisit a kappa: the cache must follow.
+  for (ap::Family family : ap::allFamilies()) {
+    for (double u0 : {0.1, 0.5, 0.9, 0.5}) {
+      for (double u1 : {0.05, 0.6, 0.95}) {
+        const std::array<double, 2> theta = d::familyTheta(family, u0, u1);
+        const std::vector<double>& g = table.values(family, theta);
+        for (std::size_t c = 0; c < curves.size(); ++c) {
+          for (std::size_t i = 0; i < data.curves[c].x.size(); ++i) {
+            const double expected = d::basis(family, theta, data.curves[c].x[i]);
+            INFO(ap::familyName(family) << " kappa " << theta[0] << " alpha " << theta[1] << " x " << data.curves[c].x[i]);
+            CHECK(g[static_cast<std::size_t>(data.curves[c].xIndex[i])] == Approx(expected).margin(1e-14));
+          }
+        }
+      }
+    }
+  }
+}
