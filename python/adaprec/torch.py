@@ -13,7 +13,9 @@ parameters and moved, parameter by parameter, into the new layout when the group
 """
 
 import os
+import queue
 import socket
+import threading
 
 import torch
 import torch.distributed as dist
@@ -78,9 +80,14 @@ class HookState:
     format: a format spec ("fp16", "fp8s", "table4+ef", "fastest": the fastest format measured for
     each bucket size), or a callable(bucket_index, element_count) -> spec for per-bucket choices.
     algo: an AdaPrec algorithm name. check: agreement check before every bucket (see
-    adaprec.allreduce); off by default because DDP already guarantees identical buckets on all ranks."""
+    adaprec.allreduce); off by default because DDP already hands every rank the same buckets.
+    background: run the allreduces on one worker thread, so that they overlap with the rest of the
+    backward pass as DDP's own gloo allreduce does (needs MPI_THREAD_MULTIPLE, mpi4py's default;
+    otherwise, or with background=False, the hook reduces before it returns)."""
 
-    def __init__(self, format="fp8s", algo="auto", comm=None, check=False):
+    def __init__(self, format="fp8s", algo="auto", comm=None, check=False, background=True):
+        from mpi4py import MPI
+
         self.communicator = adaprec.Communicator(comm)
         self.format = format
         self.algo = algo
@@ -93,6 +100,18 @@ class HookState:
         self._keys = {}        # tuple of parameter ids -> key
         self._places = {}      # parameter id -> (key, offset, numel) in the latest layout
         self._next_key = 0
+        self._queue = None
+        if background and MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
+            # One thread makes every AdaPrec call, in the order DDP hands over the buckets (the same
+            # on every rank), so the collectives match; ctypes releases the GIL during each call.
+            self._queue = queue.Queue()
+            threading.Thread(target=self._work, name="adaprec-ddp-hook", daemon=True).start()
+
+    def close(self):
+        """Stops the worker thread (after the buckets already handed over)."""
+        if self._queue is not None:
+            self._queue.put(None)
+            self._queue = None
 
     def format_for(self, bucket):
         if callable(self.format):
@@ -101,19 +120,20 @@ class HookState:
 
     def key_for(self, bucket):
         """The error-feedback key of this bucket's parameter grouping; on a new grouping, residuals of
-        its parameters are moved from their previous buckets."""
-        parameters = bucket.parameters()
-        signature = tuple(id(p) for p in parameters)
-        key = self._keys.get(signature)
+        its parameters are moved from their previous buckets. (Uses the communicator: call it from
+        the thread that reduces, as the hook does.)"""
+        return self._key_for_layout(_Layout(bucket))
+
+    def _key_for_layout(self, layout):
+        key = self._keys.get(layout.signature)
         if key is not None:
             return key
         key = f"ddp-bucket-{self._next_key}"
         self._next_key += 1
-        self._keys[signature] = key
-        offsets = _offsets(bucket)
-        self._move_residuals(key, bucket.buffer().numel(), parameters, offsets)
-        for p, offset in zip(parameters, offsets):
-            self._places[id(p)] = (key, offset, p.numel())
+        self._keys[layout.signature] = key
+        self._move_residuals(key, layout)
+        for identity, offset, numel in zip(layout.signature, layout.offsets, layout.numels):
+            self._places[identity] = (key, offset, numel)
         # Layouts none of whose parameters live there any more are dropped with their residuals.
         live = {place[0] for place in self._places.values()}
         for old_signature, old_key in list(self._keys.items()):
@@ -122,12 +142,12 @@ class HookState:
                 self.communicator.reset_feedback(old_key)
         return key
 
-    def _move_residuals(self, key, count, parameters, offsets):
+    def _move_residuals(self, key, layout):
         import numpy
 
         old = {}
-        for p in parameters:
-            place = self._places.get(id(p))
+        for identity in layout.signature:
+            place = self._places.get(identity)
             if place is not None and place[0] not in old:
                 old[place[0]] = self.communicator.feedback(place[0])
         old = {k: v for k, v in old.items() if v is not None}
@@ -135,9 +155,9 @@ class HookState:
             return
         algorithm = next(iter(old.values()))[0]
         slots = max(len(v[1]) for v in old.values())
-        moved = numpy.zeros((slots, count), dtype=numpy.float32)
-        for p, offset in zip(parameters, offsets):
-            place = self._places.get(id(p))
+        moved = numpy.zeros((slots, layout.count), dtype=numpy.float32)
+        for identity, offset in zip(layout.signature, layout.offsets):
+            place = self._places.get(identity)
             if place is None or place[0] not in old:
                 continue
             old_key, old_offset, numel = place
@@ -145,6 +165,39 @@ class HookState:
                 moved[s, offset:offset + numel] = values[old_offset:old_offset + numel]
         self.communicator.set_feedback(key, algorithm, list(moved))
         self.migrations += 1
+
+    def _reduce(self, buffer, spec, layout):
+        key = self._key_for_layout(layout) if "+ef" in spec else None
+        stats = self.communicator.allreduce(buffer, format=spec, algo=self.algo, average=True, key=key,
+                                            check=self.check)
+        self.calls += 1
+        self.wire_bytes += stats.wire_bytes
+        self.fp32_bytes += stats.fp32_bytes
+        self.seconds += stats.total_seconds
+
+    def _work(self):
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            future, buffer, spec, layout = job
+            try:
+                self._reduce(buffer, spec, layout)
+            except Exception as e:  # noqa: BLE001 - handed to DDP, which raises it in backward()
+                future.set_exception(e)
+            else:
+                future.set_result(buffer)
+
+
+class _Layout:
+    """What the reducing thread needs to know about a bucket's parameters (read in the hook)."""
+
+    def __init__(self, bucket):
+        parameters = bucket.parameters()
+        self.signature = tuple(id(p) for p in parameters)
+        self.numels = [p.numel() for p in parameters]
+        self.offsets = _offsets(bucket)
+        self.count = bucket.buffer().numel()
 
 
 def _offsets(bucket):
@@ -160,16 +213,15 @@ def _offsets(bucket):
 
 
 def hook(state, bucket):
-    """DDP communication hook: sum-and-average the bucket through AdaPrec (synchronously)."""
+    """DDP communication hook: sum and average the bucket through AdaPrec; the future completes when
+    the bucket holds the average."""
     buffer = bucket.buffer()
     spec = state.format_for(bucket)
-    key = state.key_for(bucket) if "+ef" in spec else None
-    stats = state.communicator.allreduce(buffer, format=spec, algo=state.algo, average=True, key=key,
-                                         check=state.check)
-    state.calls += 1
-    state.wire_bytes += stats.wire_bytes
-    state.fp32_bytes += stats.fp32_bytes
-    state.seconds += stats.total_seconds
+    layout = _Layout(bucket) if "+ef" in spec else None
     future = torch.futures.Future()
-    future.set_result(buffer)
+    if state._queue is not None:
+        state._queue.put((future, buffer, spec, layout))
+    else:
+        state._reduce(buffer, spec, layout)
+        future.set_result(buffer)
     return future
