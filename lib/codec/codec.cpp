@@ -2,7 +2,6 @@
 // host_kernels_impl.cpp.
 #include "adaprec/codec.hpp"
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -12,7 +11,6 @@
 #include "adaprec/error.hpp"
 #include "codec/chunk_header.hpp"
 #include "codec/host_kernels.hpp"
-#include "codec/stream_store.hpp"
 #include "codec/table_build.hpp"
 
 namespace adaprec {
@@ -108,66 +106,42 @@ std::array<float, 2 * kMaxTableSize> signedTableOf(const ChunkView& view, unsign
   return values;
 }
 
-// Decodes elements [begin, begin + n) of the chunk into out[0..n) (or adds them); begin is a multiple
-// of kStreamPieceCount unless it is 0 and n is the whole chunk.
-template <bool kAdd>
-void decodeRange(Format format, const ChunkView& view, const float* tableValues, std::size_t begin,
-                 std::size_t n, float* out) {
-  const codec::HostKernels& k = hostKernels();
-  const std::uint8_t* p = view.payload;
-  const std::uint8_t* scales = view.params + (begin / kScaleBlock) * sizeof(std::int16_t);
-  switch (format) {
-    case Format::kFp32:
-      if (kAdd) {
-        k.decodeAddF32(p + begin * 4, n, out);
-      } else if (n != 0) {
-        std::memcpy(out, p + begin * 4, n * sizeof(float));
-      }
-      return;
-    case Format::kBf16: return kAdd ? k.decodeAddBf16(p + begin * 2, n, out) : k.decodeBf16(p + begin * 2, n, out);
-    case Format::kFp16: return kAdd ? k.decodeAddF16(p + begin * 2, n, out) : k.decodeF16(p + begin * 2, n, out);
-    case Format::kFp8:
-      return kAdd ? k.decodeAddFp8(p + begin, n, nullptr, out) : k.decodeFp8(p + begin, n, nullptr, out);
-    case Format::kFp8s:
-      return kAdd ? k.decodeAddFp8(p + begin, n, scales, out) : k.decodeFp8(p + begin, n, scales, out);
-    case Format::kE4m3:
-      return kAdd ? k.decodeAddE4m3(p + begin, n, scales, out) : k.decodeE4m3(p + begin, n, scales, out);
-    default: break;
-  }
-  const unsigned bits = tableBits(format);
-  ADAPREC_CHECK(bits != 0, ErrorCode::kInternal, "no decoder for format " << formatName(format));
-  const std::uint8_t* codes = p + begin / 8 * bits;
-  if (kAdd) {
-    k.decodeAddTable(codes, n, bits, tableValues, out);
-  } else {
-    k.decodeTable(codes, n, bits, tableValues, out);
-  }
-}
-
 template <bool kAdd>
 void decodeInto(Format format, const void* src, std::size_t srcBytes, float* out, std::size_t count) {
   ADAPREC_CHECK_ARG(out != nullptr || count == 0, "null output buffer for " << count << " elements");
   const ChunkView view = validateChunk(format, src, srcBytes, count);
-  std::array<float, 2 * kMaxTableSize> tableValues{};
-  if (const unsigned bits = tableBits(format); bits != 0) {
-    if (view.info.nonFinite) {
-      // The chunk held NaN or Inf, which Table-N cannot carry: poison every value so it is not hidden.
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      for (std::size_t i = 0; i < count; ++i) out[i] = kAdd ? out[i] + nan : nan;
+  const codec::HostKernels& k = hostKernels();
+  const std::uint8_t* p = view.payload;
+  switch (format) {
+    case Format::kFp32:
+      if (kAdd) {
+        k.decodeAddF32(p, count, out);
+      } else if (count != 0) {
+        std::memcpy(out, p, count * sizeof(float));
+      }
       return;
-    }
-    tableValues = signedTableOf(view, bits);
+    case Format::kBf16: return kAdd ? k.decodeAddBf16(p, count, out) : k.decodeBf16(p, count, out);
+    case Format::kFp16: return kAdd ? k.decodeAddF16(p, count, out) : k.decodeF16(p, count, out);
+    case Format::kFp8: return kAdd ? k.decodeAddFp8(p, count, nullptr, out) : k.decodeFp8(p, count, nullptr, out);
+    case Format::kFp8s:
+      return kAdd ? k.decodeAddFp8(p, count, view.params, out) : k.decodeFp8(p, count, view.params, out);
+    case Format::kE4m3:
+      return kAdd ? k.decodeAddE4m3(p, count, view.params, out) : k.decodeE4m3(p, count, view.params, out);
+    default: break;
   }
-  // fp32's memcpy streams by itself; decodeAdd reads its output anyway.
-  if (kAdd || format == Format::kFp32 || count * sizeof(float) < codec::kStreamMinBytes) {
-    decodeRange<kAdd>(format, view, tableValues.data(), 0, count, out);
+  const unsigned bits = tableBits(format);
+  ADAPREC_CHECK(bits != 0, ErrorCode::kInternal, "no decoder for format " << formatName(format));
+  if (view.info.nonFinite) {
+    // The chunk held NaN or Inf, which Table-N cannot carry: poison every value so it is not hidden.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t i = 0; i < count; ++i) out[i] = kAdd ? out[i] + nan : nan;
     return;
   }
-  alignas(64) thread_local float piece[codec::kStreamPieceCount];
-  for (std::size_t begin = 0; begin < count; begin += codec::kStreamPieceCount) {
-    const std::size_t n = std::min(codec::kStreamPieceCount, count - begin);
-    decodeRange<false>(format, view, tableValues.data(), begin, n, piece);
-    codec::streamFloats(out + begin, piece, n);
+  const auto values = signedTableOf(view, bits);
+  if (kAdd) {
+    k.decodeAddTable(p, count, bits, values.data(), out);
+  } else {
+    k.decodeTable(p, count, bits, values.data(), out);
   }
 }
 
