@@ -20,14 +20,18 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
   ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs at least one candidate");
   ADAPREC_CHECK_ARG(config.baseline < candidates.size(), "baseline index " << config.baseline);
   const auto start = std::chrono::steady_clock::now();
+  ADAPREC_CHECK_ARG(config.horizons.empty() || config.horizons.size() == candidates.size(),
+                    config.horizons.size() << " horizons for " << candidates.size() << " candidates");
+  auto horizonOf = [&config](std::size_t i) { return config.horizons.empty() ? config.horizonSteps : config.horizons[i]; };
   std::vector<predictor::Curve> curves;
-  for (const CandidateObservation& c : candidates) {
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const CandidateObservation& c = candidates[i];
     ADAPREC_CHECK_ARG(c.steps.size() == c.accuracies.size() && c.steps.size() >= 2 && c.steps.front() == 0,
                       "candidate " << c.name << ": needs >= 2 points starting at step 0");
     ADAPREC_CHECK_ARG(c.secondsPerStep > 0 && std::isfinite(c.secondsPerStep),
                       "candidate " << c.name << ": seconds per step " << c.secondsPerStep);
-    ADAPREC_CHECK_ARG(config.horizonSteps > c.steps.back(), "horizon " << config.horizonSteps
-                                                                       << " is not beyond the observed steps");
+    ADAPREC_CHECK_ARG(horizonOf(i) > c.steps.back(), "candidate " << c.name << ": horizon " << horizonOf(i)
+                                                                   << " is not beyond the observed steps");
     predictor::Curve curve{c.steps, c.accuracies, {}};
     if (config.validationImages > 0) curve.sampleCounts.assign(c.steps.size(), config.validationImages);
     curves.push_back(std::move(curve));
@@ -36,13 +40,14 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
 
   Decision d;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const predictor::Prediction p = posterior.predict(i, config.horizonSteps);
+    const predictor::Prediction p = posterior.predict(i, horizonOf(i));
     CandidateVerdict v;
     v.name = candidates[i].name;
+    v.horizonSteps = horizonOf(i);
     v.predictedMean = p.mean;
     v.predictedSd = p.sd;
     v.gain = p.mean - candidates[i].accuracies.front();
-    v.seconds = config.horizonSteps * candidates[i].secondsPerStep;
+    v.seconds = horizonOf(i) * candidates[i].secondsPerStep;
     d.verdicts.push_back(v);
   }
   const CandidateVerdict& base = d.verdicts[config.baseline];

@@ -1,9 +1,9 @@
 // The controller's decision rule, separate from the training loop so that it can be tested on
 // constructed cases. Input: for each candidate precision, its speculative branch's validation curve
 // (all branches start from the same state at step 0 of the phase) and its measured time per step.
-// The predictor fits all curves jointly and predicts each candidate's accuracy at the horizon (end of
-// its branch + the continuation phase). Rules:
-//   gain-per-second (the original AdaPrec):  score_c = (E[acc_c(H)] - acc(0)) / (H * secondsPerStep_c)
+// The predictor fits all curves jointly and predicts each candidate's accuracy at its horizon H_c (end of
+// its branch + the continuation phase; one H for all, or per candidate). Rules:
+//   gain-per-second (the original AdaPrec):  score_c = (E[acc_c(H_c)] - acc(0)) / (H_c * secondsPerStep_c)
 //   risk-aware: P(gain_c / time_c > gain_b / time_b) for the baseline b (fp32), with the predictive
 //               distributions approximated as independent normals; the baseline scores 0.5, so a
 //               candidate is chosen only if it is more likely than not to beat the baseline's rate.
@@ -28,6 +28,7 @@ struct CandidateObservation {
 
 struct CandidateVerdict {
   std::string name;
+  double horizonSteps = 0;                    // phase-relative step the prediction is for
   double predictedMean = 0, predictedSd = 0;  // accuracy at the horizon
   double gain = 0;                            // predictedMean - accuracy at step 0
   double seconds = 0;                         // horizon * secondsPerStep
@@ -44,6 +45,9 @@ struct Decision {
 struct DecisionConfig {
   DecisionRule rule = DecisionRule::kGainPerSecond;
   double horizonSteps = 0;      // phase-relative step to predict at (> last observed step)
+  // Per candidate, replacing horizonSteps when not empty: the controller gives every candidate the same
+  // continuation *time*, so a faster candidate is judged over more steps (its own continuation).
+  std::vector<double> horizons;
   std::size_t baseline = 0;     // index of the baseline candidate (fp32) for the risk-aware rule
   double validationImages = 0;  // images behind each accuracy (binomial noise in the fit); 0: unknown
 };

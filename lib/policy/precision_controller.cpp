@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,7 @@ void ControllerConfig::check() const {
   ADAPREC_CHECK_ARG(evalPoints >= 1 && speculativeSteps >= static_cast<std::uint64_t>(evalPoints),
                     "speculative steps " << speculativeSteps << " must be >= evaluation points " << evalPoints);
   ADAPREC_CHECK_ARG(continuationSteps >= 1 && validationImages >= 1, "continuation steps and validation images must be >= 1");
+  ADAPREC_CHECK_ARG(maxOverhead > 0 && maxOverhead <= 1, "max overhead " << maxOverhead << " must be in (0, 1]");
 }
 
 PrecisionController::PrecisionController(ControllerConfig config) : config_(std::move(config)) {
@@ -128,20 +130,34 @@ void PrecisionController::runPhase(trainer::Trainer& trainer) {
   DecisionConfig dc;
   dc.rule = config_.rule;
   dc.baseline = baseline_;
-  // Predict where this phase really ends: the continuation is cut short by the end of training.
+  // Each candidate's continuation: at least continuationSteps, and as many seconds as keep the
+  // speculation it leaves abandoned (everything but its own branch) within maxOverhead of the phase:
+  //   abandoned <= F * (abandoned + ownBranch + continuation)  <=  continuation >= abandoned * (1-F)/F.
+  // Its prediction is for where that continuation really ends (cut short by the end of training).
+  const double speculationSeconds = maxOverRanks(trainer.comm(), now() - phaseStart);
   const std::uint64_t remaining = trainer.totalSteps() - start;
-  dc.horizonSteps = static_cast<double>(std::max(config_.speculativeSteps + 1,
-                                                 std::min(config_.speculativeSteps + config_.continuationSteps, remaining)));
+  const double F = config_.maxOverhead;
+  std::vector<double> continuations;
+  for (std::size_t c = 0; c < observations.size(); ++c) {
+    const double abandoned = std::max(0.0, speculationSeconds - branchSeconds[c]);
+    continuations.push_back(std::max(static_cast<double>(config_.continuationSteps),
+                                     std::ceil(abandoned * (1 - F) / F / observations[c].secondsPerStep)));
+    const double end = std::min(static_cast<double>(config_.speculativeSteps) + continuations[c], static_cast<double>(remaining));
+    dc.horizons.push_back(std::max(static_cast<double>(config_.speculativeSteps + 1), end));
+  }
+  dc.horizonSteps = *std::max_element(dc.horizons.begin(), dc.horizons.end());
   dc.validationImages = static_cast<double>(baseEval.images);
   Decision decision = decide(observations, dc);
   // Identical inputs give identical fits, but one broadcast makes "every rank follows rank 0" explicit.
-  unsigned long long choice = decision.choice;
-  MPI_Bcast(&choice, 1, MPI_UNSIGNED_LONG_LONG, 0, trainer.comm());
-  current_ = static_cast<std::size_t>(choice);
+  unsigned long long plan[2] = {decision.choice, static_cast<unsigned long long>(continuations[decision.choice])};
+  MPI_Bcast(plan, 2, MPI_UNSIGNED_LONG_LONG, 0, trainer.comm());
+  current_ = static_cast<std::size_t>(plan[0]);
   trainer.restore(branchEnds[current_], trainer::RestoreMode::kBranch);
   apply(trainer, current_);
   trainer.checkConsistency();
-  nextPhase_ = trainer.stepsDone() + config_.continuationSteps;
+  // Not capped by the end of training: a run stopped early (--max-steps) and resumed with a later end
+  // must keep the same phase boundaries.
+  nextPhase_ = trainer.stepsDone() + plan[1];
   ++decisions_;
   const double phaseSeconds = maxOverRanks(trainer.comm(), now() - phaseStart);
   const double overhead = phaseSeconds - branchSeconds[current_];
@@ -154,7 +170,10 @@ void PrecisionController::runPhase(trainer::Trainer& trainer) {
   j["epoch"] = static_cast<double>(start) / trainer.stepsPerEpoch();
   j["wall_s"] = trainer.wallSeconds();
   j["rule"] = decisionRuleName(config_.rule);
-  j["horizon_steps"] = dc.horizonSteps;
+  j["horizon_steps"] = dc.horizons[current_];  // the chosen candidate's prediction step (phase-relative)
+  j["continuation_steps"] = plan[1];
+  j["speculation_s"] = speculationSeconds;
+  j["max_overhead"] = config_.maxOverhead;
   j["validation_images"] = baseEval.images;
   j["choice"] = config_.candidates[current_];
   j["phase_s"] = phaseSeconds;
@@ -173,7 +192,8 @@ void PrecisionController::runPhase(trainer::Trainer& trainer) {
     x["curve"] = points;
     x["predicted_mean"] = v.predictedMean;
     x["predicted_sd"] = v.predictedSd;
-    x["predicted_step"] = start + static_cast<std::uint64_t>(dc.horizonSteps);
+    x["predicted_step"] = start + static_cast<std::uint64_t>(v.horizonSteps);
+    x["branch_s"] = branchSeconds[c];
     x["gain"] = v.gain;
     x["score"] = v.score;
     x["p_beats_baseline"] = v.probabilityBeatsBaseline;

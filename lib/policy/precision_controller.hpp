@@ -5,7 +5,10 @@
 //   2. prediction: the learning-curve predictor fits all branch curves jointly (shared start) and
 //      predicts each candidate's validation accuracy at the end of branch + continuation, with its sd;
 //   3. continuation: training goes on from the end of the chosen candidate's own branch (its
-//      speculative steps are kept), in that precision, for continuationSteps; then back to 1.
+//      speculative steps are kept), in that precision, for at least continuationSteps and long enough
+//      that the abandoned speculation is at most maxOverhead of the phase's time; then back to 1.
+// Every candidate is judged over the continuation it would get (the same number of seconds for all,
+// hence more steps for a faster one), so "gain per second" compares candidates at equal wall time.
 // Overhead = the abandoned branches + the evaluations + the fit; it is logged per decision and in total.
 // The other branches' error-feedback residuals are dropped at every branch switch.
 #pragma once
@@ -26,6 +29,12 @@ struct ControllerConfig {
   int evalPoints = 3;                     // validation evaluations along each branch
   std::uint64_t continuationSteps = 300;  // after each decision
   std::size_t validationImages = 1000;    // of the held-out validation set
+  // Upper bound on the share of a phase's wall time spent on speculation that is thrown away (the
+  // other candidates' branches, the evaluations): the continuation is lengthened beyond
+  // continuationSteps until the abandoned seconds are at most this fraction of the phase. Where a
+  // slow candidate's branch is expensive (fp32 on a slow network) the controller speculates less
+  // often. 1 keeps the continuation at exactly continuationSteps (the original fixed phases).
+  double maxOverhead = 0.25;
   DecisionRule rule = DecisionRule::kGainPerSecond;
   void check() const;
 };

@@ -50,7 +50,13 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--spec-evals", o.specEvals, "--format adaptive: validation evaluations along each branch")
       ->capture_default_str();
-  app.add_option("--phase-steps", o.phaseSteps, "--format adaptive: continuation steps after each decision")
+  app.add_option("--phase-steps", o.phaseSteps, "--format adaptive: minimum continuation steps after each decision")
+      ->capture_default_str();
+  app.add_option("--max-overhead", o.maxOverhead,
+                 "--format adaptive: the continuation after a decision is lengthened until the abandoned speculation "
+                 "(other branches, evaluations) is at most this fraction of the phase's wall time, and every "
+                 "candidate is predicted over the continuation it would get; 1: exactly --phase-steps")
+      ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   app.add_option("--val-images", o.validationImages, "--format adaptive: validation images per evaluation")
       ->capture_default_str();
@@ -206,6 +212,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.speculativeSteps = o.specSteps;
     cc.evalPoints = o.specEvals;
     cc.continuationSteps = o.phaseSteps;
+    cc.maxOverhead = o.maxOverhead;
     cc.validationImages = o.validationImages;
     cc.rule = policy::parseDecisionRule(o.rule);
     policy::PrecisionController controller(cc);

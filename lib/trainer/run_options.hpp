@@ -33,6 +33,7 @@ struct RunOptions {
   std::uint64_t specSteps = 30;       // steps per speculative branch
   int specEvals = 3;                  // validation evaluations per branch
   std::uint64_t phaseSteps = 300;     // continuation steps after each decision
+  double maxOverhead = 0.25;          // bound on abandoned speculation per phase (lengthens phases)
   std::size_t validationImages = 1000;
   std::size_t holdout = 2000;         // training images held out as the validation set (adaptive only)
   std::string rule = "gain";          // gain | risk

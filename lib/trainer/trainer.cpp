@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -123,6 +124,7 @@ void Trainer::logLine(const std::string& json) {
   if (rank_ == 0 && log_.is_open()) {
     log_ << json << "\n";
     log_.flush();
+    logBytes_ += json.size() + 1;
   }
 }
 
@@ -189,6 +191,7 @@ TrainerSnapshot Trainer::snapshot() const {
   c["comm_s"] = commSeconds_;
   c["loss_sum"] = lossSum_;
   c["loss_steps"] = lossSteps_;
+  c["log_bytes"] = logBytes_;
   s.counters = c.dump();
   return s;
 }
@@ -216,6 +219,7 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   wireBytes_ = c.at("bytes_sent").get<std::uint64_t>();
   fp32Bytes_ = c.at("bytes_fp32").get<std::uint64_t>();
   commSeconds_ = c.at("comm_s").get<double>();
+  resumeLogBytes_ = c.contains("log_bytes") ? std::optional(c.at("log_bytes").get<std::uint64_t>()) : std::nullopt;
 }
 
 void Trainer::resumeFromCheckpoint() {
@@ -243,6 +247,25 @@ void Trainer::resumeFromCheckpoint() {
   checkConsistency();
   if (rank_ == 0) std::fprintf(stderr, "resumed from %s at step %llu\n", config_.checkpointDir.c_str(),
                                static_cast<unsigned long long>(step_));
+}
+
+void Trainer::trimLogForResume() {
+  // The killed run may have logged evaluations and decisions after its last checkpoint; the resumed
+  // run redoes those steps and logs them again, so the log is cut back to what it held at the
+  // checkpoint. A log that is not this run's (missing, or shorter than recorded) is appended to.
+  logBytes_ = 0;
+  if (!resumeLogBytes_) return;
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(config_.logPath, ec);
+  if (ec || size < *resumeLogBytes_) {
+    std::fprintf(stderr, "adaprec-train: log %s is not the checkpointed run's (%s): appending to it\n",
+                 config_.logPath.c_str(), ec ? "missing" : "shorter than the checkpoint recorded");
+    if (!ec) logBytes_ = size;
+    return;
+  }
+  std::filesystem::resize_file(config_.logPath, *resumeLogBytes_, ec);
+  ADAPREC_CHECK(!ec, ErrorCode::kIo, "cannot cut log " << config_.logPath << " back to the checkpoint: " << ec.message());
+  logBytes_ = *resumeLogBytes_;
 }
 
 void Trainer::saveCheckpoint() {
@@ -278,8 +301,10 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   j["comm_s"] = commSeconds_;   // rank 0's
   j.update(nlohmann::json::parse(extraJson));
   if (log_.is_open()) {
-    log_ << j.dump() << "\n";
+    const std::string line = j.dump();
+    log_ << line << "\n";
     log_.flush();
+    logBytes_ += line.size() + 1;
   }
 }
 
@@ -314,6 +339,7 @@ void Trainer::printProgress(bool force) {
 Evaluation Trainer::train(StepHook* hook) {
   if (config_.resume) resumeFromCheckpoint();
   if (rank_ == 0 && !config_.logPath.empty()) {
+    if (step_ > 0) trimLogForResume();
     log_.open(config_.logPath, step_ > 0 ? std::ios::app : std::ios::trunc);
     ADAPREC_CHECK(log_.good(), ErrorCode::kIo, "cannot open log file " << config_.logPath);
   }

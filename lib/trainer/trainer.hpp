@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -123,6 +124,7 @@ class Trainer {
   std::string fingerprint() const;
   void resumeFromCheckpoint();
   void saveCheckpoint();
+  void trimLogForResume();
 
   TrainerConfig config_;
   MPI_Comm comm_;
@@ -153,6 +155,10 @@ class Trainer {
   std::uint64_t progressStep_ = 0;
   double lastThroughput_ = 0;
   std::ofstream log_;
+  // Bytes this run's log holds (rank 0): saved in checkpoints so that a resume cuts the log back to the
+  // checkpoint, dropping records of steps that the resumed run will redo.
+  std::uint64_t logBytes_ = 0;
+  std::optional<std::uint64_t> resumeLogBytes_;
 };
 
 }  // namespace adaprec::trainer

@@ -70,6 +70,27 @@ TEST_CASE("a converged phase picks the best predicted accuracy, not the slowest 
   CHECK(d.choice == 1);
 }
 
+TEST_CASE("per-candidate horizons: equal continuation time means more steps for the faster candidate",
+          "[trainer][controller]") {
+  // The same curve at 0.02 and 0.005 s/step; 2.4 s of continuation after the 30-step branch is 120
+  // steps for the first and 480 for the second.
+  const std::vector<CandidateObservation> c = {curve("fp32", 0.5, 0.3, 40, 0.02), curve("fp8", 0.5, 0.3, 40, 0.005)};
+  DecisionConfig d = config(DecisionRule::kGainPerSecond);
+  d.horizons = {150, 510};
+  const Decision r = decide(c, d);
+  CHECK(r.verdicts[0].horizonSteps == 150);
+  CHECK(r.verdicts[1].horizonSteps == 510);
+  CHECK(r.verdicts[0].seconds == Approx(3.0));
+  CHECK(r.verdicts[1].seconds == Approx(2.55));
+  // Same curve, more steps: a higher predicted accuracy, and the faster candidate wins.
+  CHECK(r.verdicts[1].predictedMean > r.verdicts[0].predictedMean + 0.01);
+  CHECK(r.choice == 1);
+  d.horizons = {150};
+  CHECK_THROWS(decide(c, d));
+  d.horizons = {150, 30};  // not beyond the observed steps
+  CHECK_THROWS(decide(c, d));
+}
+
 TEST_CASE("malformed observations are rejected", "[trainer][controller]") {
   CHECK_THROWS(decide({}, config(DecisionRule::kGainPerSecond)));
   CandidateObservation bad = curve("fp32", 0.5, 0.3, 40, 0.0);

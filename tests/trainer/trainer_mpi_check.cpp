@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
       o.specSteps = 6;
       o.specEvals = 2;
       o.phaseSteps = 12;
+      o.maxOverhead = 1;  // fixed 12-step continuations, so the number of phases does not follow timing
       o.validationImages = 200;
       o.trainer.epochs = 2;
       o.trainer.logPath = dir + "/log.jsonl";
@@ -216,6 +217,7 @@ int main(int argc, char** argv) {
         o.specSteps = 4;
         o.specEvals = 1;
         o.phaseSteps = 20;  // the checkpoint of step 14 falls inside a continuation, with residuals
+        o.maxOverhead = 1;  // phase lengths must not follow measured time either
         o.validationImages = 64;
       }
       const RunResult uninterrupted = runTraining(o, MPI_COMM_WORLD);
