@@ -28,6 +28,7 @@
 #include "baselines.hpp"
 #include "prior_sampler.hpp"
 #include "sgd_curves.hpp"
+#include "trainer_curves.hpp"
 
 namespace ap = adaprec::predictor;
 using adaprec::bench::PointForecast;
@@ -167,21 +168,32 @@ int main(int argc, char** argv) {
   int timingReps = 50;
   std::uint64_t seed = 1;
   bool noMcmc = false, big = false, noCounts = false;
-  std::string sourceChoice = "both";
+  std::string sourceChoice = "all";
+  std::string trainerCsv = ADAPREC_TRAINER_CURVES;
+  bool anchor = false;
   ap::FastOptions fastOptions;
+  ap::ModelOptions model;
   app.add_option("--sets", sets, "curve sets (5 curves x 30 points) per source")->check(CLI::PositiveNumber);
   app.add_option("--mcmc-iterations", mcmcIterations, "collapsed-MCMC iterations per chain (8 chains, 1/3 burn-in)")->check(CLI::Range(20, 1000000));
   app.add_option("--timing-reps", timingReps, "repetitions of the 5 x 30 timing")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "base seed");
   app.add_flag("--no-mcmc", noMcmc, "skip the MCMC reference");
   app.add_flag("--no-counts", noCounts, "give the methods the sgd curves without their sample counts");
-  app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "both"}));
+  app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "trainer", "all"}));
+  app.add_option("--trainer-csv", trainerCsv, "curves of the trainer source (make_trainer_curves.sh)");
+  app.add_flag("--anchor", anchor, "real sources: lead every curve with the checkpoint's own evaluation, "
+               "as the precision controller does (not counted in the cutoff)");
   app.add_option("--grid1d", fastOptions.grid1d, "fitFast grid1d");
   app.add_option("--grid2d", fastOptions.grid2d, "fitFast grid2d");
   app.add_option("--noise-grid", fastOptions.noiseGrid, "fitFast noiseGrid");
   app.add_option("--refine-levels", fastOptions.refineLevels, "fitFast refineLevels");
   app.add_option("--noise-grid-counts", fastOptions.noiseGridWithCounts, "fitFast noiseGridWithCounts");
   app.add_option("--refine-cells", fastOptions.refineCells, "fitFast refineCells");
+  app.add_option("--start-mean", model.startMean, "model prior: startMean");
+  app.add_option("--start-sd", model.startSd, "model prior: startSd");
+  app.add_option("--gain-mean", model.gainMean, "model prior: gainMean");
+  app.add_option("--gain-sd", model.gainSd, "model prior: gainSd");
+  app.add_option("--noise-max", model.noiseMax, "model prior: noiseMax");
   app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
@@ -208,30 +220,42 @@ int main(int argc, char** argv) {
       const auto set = adaprec::bench::trainSgdCurves(seed * 1000003 + s, kPoints).curves;
       timingSets.insert(timingSets.end(), set.begin(), set.end());
     }
-    for (const std::string source : {"sgd", "prior"}) {
-      if (sourceChoice != "both" && sourceChoice != source) continue;
+    std::vector<adaprec::bench::BranchSet> trainerSets;
+    if (sourceChoice == "all" || sourceChoice == "trainer") trainerSets = adaprec::bench::loadTrainerCurves(trainerCsv);
+    for (const std::string source : {"sgd", "prior", "trainer"}) {
+      if (sourceChoice != "all" && sourceChoice != source) continue;
       std::map<std::pair<int, std::string>, Cell> cells;
-      for (int s = 0; s < sets; ++s) {
+      const int setCount = source == "trainer" ? std::min(sets, static_cast<int>(trainerSets.size())) : sets;
+      for (int s = 0; s < setCount; ++s) {
         const std::uint64_t setSeed = seed * 1000003 + s;
-        std::vector<ap::Curve> sgdFull;
+        // Real sources: the branches of one checkpoint, optionally led by the checkpoint's own
+        // evaluation (--anchor, as the precision controller passes it; not counted in the cutoff).
+        std::vector<ap::Curve> realFull;
         if (source == "sgd") {
-          sgdFull = adaprec::bench::trainSgdCurves(setSeed, kPoints).curves;
-          if (noCounts) for (ap::Curve& c : sgdFull) c.sampleCounts.clear();
+          const adaprec::bench::SgdCurveSet set = adaprec::bench::trainSgdCurves(setSeed, kPoints);
+          adaprec::bench::BranchSet branches{"", set.curves, set.checkpointStep, set.checkpointAccuracy,
+                                             set.curves[0].sampleCounts[0]};
+          realFull = anchor ? adaprec::bench::withAnchor(branches) : branches.curves;
+        } else if (source == "trainer") {
+          realFull = anchor ? adaprec::bench::withAnchor(trainerSets[s]) : trainerSets[s].curves;
         }
+        if (noCounts) for (ap::Curve& c : realFull) c.sampleCounts.clear();
+        const int lead = anchor && source != "prior" ? 1 : 0;
         for (int percent : cutoffs) {
-          const int m = std::max(2, static_cast<int>(std::lround(kPoints * percent / 100.0)));
-          std::vector<ap::Curve> full = sgdFull;
+          const int points = source == "prior" ? kPoints : static_cast<int>(realFull[0].steps.size()) - lead;
+          const int m = std::max(2, static_cast<int>(std::lround(points * percent / 100.0)));
+          std::vector<ap::Curve> full = realFull;
           if (source == "prior") {
             std::mt19937_64 rng(setSeed * 31 + percent);
             std::vector<double> steps;
             for (int i = 1; i <= kPoints; ++i) steps.push_back(20.0 * i);
-            full = ap::detail::samplePrior(ap::ModelOptions{}, kCurves, steps, steps[m - 1], rng).curves;
+            full = ap::detail::samplePrior(model, kCurves, steps, steps[m - 1], rng).curves;
           }
-          const std::vector<ap::Curve> observed = firstPoints(full, m);
-          evaluateBayes([&](const auto& o) { return ap::fitFast(o, ap::ModelOptions{}, fastOptions); }, full, observed, cells[{percent, "fast"}]);
+          const std::vector<ap::Curve> observed = firstPoints(full, m + lead);
+          evaluateBayes([&](const auto& o) { return ap::fitFast(o, model, fastOptions); }, full, observed, cells[{percent, "fast"}]);
           if (!noMcmc) {
             mcmc.seed = setSeed;
-            evaluateBayes([&](const auto& o) { return ap::fitMcmc(o, ap::ModelOptions{}, mcmc); }, full, observed,
+            evaluateBayes([&](const auto& o) { return ap::fitMcmc(o, model, mcmc); }, full, observed,
                           cells[{percent, "mcmc"}]);
           }
           evaluatePoint([](const ap::Curve& o) {
@@ -256,7 +280,7 @@ int main(int argc, char** argv) {
         if (!withCounts) for (ap::Curve& c : set) c.sampleCounts.clear();
         const double start = cpuMs();
         const auto wallStart = std::chrono::steady_clock::now();
-        const ap::Posterior posterior = ap::fitFast(set, ap::ModelOptions{}, fastOptions);
+        const ap::Posterior posterior = ap::fitFast(set, model, fastOptions);
         for (std::size_t c = 0; c < set.size(); ++c) posterior.predict(c, 2.0 * set[c].steps.back());
         times.push_back(cpuMs() - start);
         wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wallStart).count());

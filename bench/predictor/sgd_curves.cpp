@@ -137,6 +137,8 @@ SgdCurveSet trainSgdCurves(std::uint64_t seed, int points) {
   for (float& w : checkpoint.w1) w = normal(rng) / std::sqrt(static_cast<float>(kInputs));
   for (float& w : checkpoint.w2) w = normal(rng) / std::sqrt(static_cast<float>(kHidden));
   for (int s = 0; s < kWarmupSteps; ++s) sgdStep(checkpoint, train, set.learningRate, 0, rng);
+  set.checkpointStep = kWarmupSteps;
+  set.checkpointAccuracy = accuracy(checkpoint, validation);
   for (int precision = 0; precision < 5; ++precision) {
     Mlp m = checkpoint;
     std::mt19937_64 branchRng(seed * 7919 + precision);

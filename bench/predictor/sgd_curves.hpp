@@ -15,6 +15,9 @@ namespace adaprec::bench {
 struct SgdCurveSet {
   std::vector<predictor::Curve> curves;  // one per precision, 30 points each, with sample counts
   double learningRate = 0, labelNoise = 0, separation = 0;
+  // The shared checkpoint's own evaluation (same validation set): the point every branch starts from,
+  // which the precision controller passes to the predictor as each curve's first point.
+  double checkpointStep = 0, checkpointAccuracy = 0;
 };
 
 SgdCurveSet trainSgdCurves(std::uint64_t seed, int points = 30);
