@@ -324,6 +324,132 @@ inline std::uint32_t batchCodes(const float* src, std::size_t len, std::uint8_t*
   return nonFinite;
 }
 
+#if defined(__AVX2__)
+// Register table lookups: table[idx] for every lane, for tables of 2^kLog2 floats, by register
+// permutes (8 or 16 entries per register) joined by blends on the higher index bits. Gathers do the
+// same but are many times slower on CPUs with the Gather Data Sampling mitigation. The table must
+// have at least one register of readable floats (8 for AVX2, 16 for AVX-512).
+template <unsigned kLog2>
+inline __m256 lookup8(const float* table, __m256i idx) {
+  if constexpr (kLog2 <= 3) {
+    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), idx);  // uses idx bits 0-2
+  } else {
+    constexpr unsigned kHalf = 1u << (kLog2 - 1);
+    const __m256 low = lookup8<kLog2 - 1>(table, idx);
+    const __m256 high = lookup8<kLog2 - 1>(table + kHalf, idx);
+    const __m256 useHigh = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 32 - kLog2));  // bit kLog2-1 -> sign
+    return _mm256_blendv_ps(low, high, useHigh);
+  }
+}
+#endif
+#if defined(__AVX512F__)
+template <unsigned kLog2>
+inline __m512 lookup16(const float* table, __m512i idx) {
+  if constexpr (kLog2 <= 4) {
+    return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(table));  // uses idx bits 0-3
+  } else if constexpr (kLog2 == 5) {
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(table), idx, _mm512_loadu_ps(table + 16));  // bits 0-4
+  } else {
+    constexpr unsigned kHalf = 1u << (kLog2 - 1);
+    const __m512 low = lookup16<kLog2 - 1>(table, idx);
+    const __m512 high = lookup16<kLog2 - 1>(table + kHalf, idx);
+    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(idx, _mm512_set1_epi32(kHalf)), low, high);
+  }
+}
+#endif
+
+#if defined(__AVX2__)
+// Table index by binary search in registers: level l of the implicit search tree holds the 2^l
+// midpoints mids[(2p+1) * 2^(L-1-l) - 1], p < 2^l, L = N-1 levels. Each level looks the lane's
+// midpoint up by register permutes (lookup8/lookup16) and appends one bit (a > midpoint) to p. As
+// a > mids[k] holds for a prefix of the sorted midpoints, p ends as #{k : a > mids[k]}: tableIndex's
+// result, for NaN (never greater) too.
+template <unsigned kBits>
+struct SearchTree {
+  static constexpr unsigned kLevels = kBits - 1;
+  // Level l starts at offset(l); each level is padded to a whole AVX-512 register.
+  static constexpr std::size_t offset(unsigned level) {
+    std::size_t at = 0;
+    for (unsigned l = 0; l < level; ++l) at += std::max<std::size_t>(16, std::size_t{1} << l);
+    return at;
+  }
+  alignas(64) float levels[offset(kLevels) + 16] = {};
+
+  explicit SearchTree(const float* mids) {  // mids == nullptr: an unused tree
+    for (unsigned l = 0; mids != nullptr && l < kLevels; ++l) {
+      for (std::size_t p = 0; p < (std::size_t{1} << l); ++p)
+        levels[offset(l) + p] = mids[(2 * p + 1) * (std::size_t{1} << (kLevels - 1 - l)) - 1];
+    }
+  }
+};
+
+template <unsigned kBits, unsigned kLevel = 0>
+inline __m256i descend8(const SearchTree<kBits>& tree, __m256 a, __m256i p) {
+  if constexpr (kLevel == SearchTree<kBits>::kLevels) {
+    return p;
+  } else {
+    const __m256 mid = lookup8<kLevel>(tree.levels + SearchTree<kBits>::offset(kLevel), p);
+    const __m256i greater = _mm256_castps_si256(_mm256_cmp_ps(a, mid, _CMP_GT_OQ));  // -1 or 0
+    return descend8<kBits, kLevel + 1>(tree, a, _mm256_sub_epi32(_mm256_add_epi32(p, p), greater));
+  }
+}
+
+#if defined(__AVX512F__)
+template <unsigned kBits, unsigned kLevel = 0>
+inline __m512i descend16(const SearchTree<kBits>& tree, __m512 a, __m512i p) {
+  if constexpr (kLevel == SearchTree<kBits>::kLevels) {
+    return p;
+  } else {
+    const __m512 mid = lookup16<kLevel>(tree.levels + SearchTree<kBits>::offset(kLevel), p);
+    const __mmask16 greater = _mm512_cmp_ps_mask(a, mid, _CMP_GT_OQ);
+    const __m512i doubled = _mm512_add_epi32(p, p);
+    return descend16<kBits, kLevel + 1>(tree, a, _mm512_mask_add_epi32(doubled, greater, doubled, _mm512_set1_epi32(1)));
+  }
+}
+#endif
+
+// Codes of one batch (as batchCodes) by the register search; returns whether any element was NaN/Inf.
+template <unsigned kBits>
+std::uint32_t treeCodes(const float* src, std::size_t len, std::uint8_t* codes, const SearchTree<kBits>& tree,
+                        const float* mids) {
+  std::size_t i = 0;
+  std::uint32_t nonFinite = 0;
+#if defined(__AVX512F__)
+  const __m512i abs16 = _mm512_set1_epi32(0x7fffffff), inf16 = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
+  __mmask16 special16 = 0;
+  for (; i + 16 <= len; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __m512i a = _mm512_and_si512(u, abs16);
+    special16 |= _mm512_cmpge_epu32_mask(a, inf16);
+    const __m512i index = descend16<kBits>(tree, _mm512_castsi512_ps(a), _mm512_setzero_si512());
+    const __m512i code = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(u, 31), kBits - 1), index);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(code));
+  }
+  nonFinite |= special16 != 0;
+#endif
+  const __m256i abs8 = _mm256_set1_epi32(0x7fffffff), maxFinite8 = _mm256_set1_epi32(0x7f7fffff);
+  __m256i special8 = _mm256_setzero_si256();
+  for (; i + 8 <= len; i += 8) {
+    const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+    const __m256i a = _mm256_and_si256(u, abs8);
+    special8 = _mm256_or_si256(special8, _mm256_cmpgt_epi32(a, maxFinite8));
+    const __m256i index = descend8<kBits>(tree, _mm256_castsi256_ps(a), _mm256_setzero_si256());
+    const __m256i code = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(u, 31), kBits - 1), index);
+    // 32-bit lanes -> bytes: pack to 16 bits, then to 8 bits, then fix the lane order.
+    const __m256i words = _mm256_packus_epi32(code, code);
+    const __m256i bytes = _mm256_packus_epi16(words, words);
+    const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), _mm256_castsi256_si128(ordered));
+  }
+  nonFinite |= !_mm256_testz_si256(special8, special8);
+  if (i < len) {
+    nonFinite |= batchCodes<kBits>(src + i, len - i, codes + i,
+                                   [&](std::uint32_t a) { return tableIndex<kBits>(bitsFloat(a), mids); });
+  }
+  return nonFinite;
+}
+#endif
+
 template <unsigned kBits>
 bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
 #if defined(__AVX2__)
@@ -332,11 +458,24 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   constexpr std::uint32_t kSize = 1u << (kBits - 1);
   // Bucketing pays off for large tables on chunks much longer than its set-up (8K entries).
   thread_local BucketedMids bucketed;
-  const bool useBuckets = kSize >= 32 && n >= 4 * kBucketCount && bucketMids(mids, kSize, bucketed);
+#if defined(__AVX2__)
+  // From 16 entries on, the register search beats counting all midpoints and the bucket lookup
+  // (whose table reads become gathers).
+  constexpr bool kUseTree = kSize >= 16;
+  const SearchTree<kBits> tree(kUseTree ? mids : nullptr);
+#else
+  constexpr bool kUseTree = false;
+#endif
+  const bool useBuckets = !kUseTree && kSize >= 32 && n >= 4 * kBucketCount && bucketMids(mids, kSize, bucketed);
   alignas(32) std::uint8_t codes[kCodeBatch];
   std::uint32_t nonFinite = 0;
   for (std::size_t b = 0; b < n; b += kCodeBatch) {
     const std::size_t len = std::min(kCodeBatch, n - b);
+#if defined(__AVX2__)
+    if constexpr (kUseTree) {
+      nonFinite |= treeCodes<kBits>(src + b, len, codes, tree, mids);
+    } else
+#endif
     if (!useBuckets) {
       nonFinite |= batchCodes<kBits>(src + b, len, codes, [&](std::uint32_t a) { return tableIndex<kBits>(bitsFloat(a), mids); });
     } else if (bucketed.slack <= 1) {
@@ -363,20 +502,14 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
 }
 
 #if defined(__AVX2__)
-// Values of eight codes (one per byte of `codes`) from the 2K-entry signed table: a register permute
-// for up to 16 entries, a gather beyond.
+// Values of eight codes (one per byte of `codes`) from the 2K-entry signed table.
 template <unsigned kBits>
 inline __m256 tableValues(std::uint64_t codes, const float* signedTable) {
   const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(codes)));
-  if constexpr (kBits <= 3) {
-    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(signedTable), idx);  // 2K <= 8 (rest zero)
-  } else if constexpr (kBits == 4) {
-    const __m256 low = _mm256_permutevar8x32_ps(_mm256_loadu_ps(signedTable), idx);
-    const __m256 high = _mm256_permutevar8x32_ps(_mm256_loadu_ps(signedTable + 8), idx);
-    const __m256 useHigh = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));  // bit 3 -> sign bit
-    return _mm256_blendv_ps(low, high, useHigh);
+  if constexpr (kBits <= 6) {
+    return lookup8<kBits>(signedTable, idx);
   } else {
-    return _mm256_i32gather_ps(signedTable, idx, 4);
+    return _mm256_i32gather_ps(signedTable, idx, 4);  // measured faster than 16-32 permutes
   }
 }
 #endif
@@ -392,7 +525,19 @@ void decodeTableN(const std::uint8_t* src, std::size_t n, const float* signedTab
   const std::size_t groups = n / 8;
   const std::size_t payloadBytes = (n * kBits + 7) / 8;
   constexpr std::uint64_t kGroupMask = kBits == 8 ? ~0ull : (1ull << (8 * kBits)) - 1;
-  for (std::size_t g = 0; g < groups; ++g) {
+  std::size_t g = 0;
+#if defined(__AVX512F__)
+  // Sixteen codes per step while two whole 8-byte loads fit in the payload.
+  for (; g + 2 <= groups && (g + 1) * kBits + 8 <= payloadBytes; g += 2) {
+    const std::uint64_t low = unpackEight<kBits>(load<std::uint64_t>(src + g * kBits, 0) & kGroupMask);
+    const std::uint64_t high = unpackEight<kBits>(load<std::uint64_t>(src + (g + 1) * kBits, 0) & kGroupMask);
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<long long>(high), static_cast<long long>(low)));
+    const __m512 v = lookup16<kBits>(signedTable, idx);  // measured 2x a 16-lane gather at N = 8
+    float* o = out + 8 * g;
+    _mm512_storeu_ps(o, kAdd ? _mm512_add_ps(_mm512_loadu_ps(o), v) : v);
+  }
+#endif
+  for (; g < groups; ++g) {
     // One 8-byte load where the buffer allows (an odd-sized memcpy costs a store-forwarding stall).
     std::uint64_t word = 0;
     if (g * kBits + 8 <= payloadBytes) {

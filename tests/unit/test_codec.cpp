@@ -244,13 +244,27 @@ void compareWithGeneric(const codec::HostKernels* fast) {
     std::vector<float> mids(k), table(256, 0.0f);  // decoders may read 16 entries
     for (std::size_t i = 0; i < k; ++i) table[i] = std::ldexp(1.0f, static_cast<int>(i) - 12), table[k + i] = -table[i];
     for (std::size_t i = 0; i + 1 < k; ++i) mids[i] = detail::addRn(0.5f * table[i], 0.5f * table[i + 1]);
-    std::vector<unsigned char> ea((n * bits + 7) / 8), eb(ea.size());
-    CHECK(slow.encodeTable(x.data(), n, bits, mids.data(), ea.data()) == fast->encodeTable(x.data(), n, bits, mids.data(), eb.data()));
-    CHECK(same(ea, eb));
-    std::vector<float> da(n, 1.0f), db(n, 1.0f);
-    slow.decodeAddTable(ea.data(), n, bits, table.data(), da.data());
-    fast->decodeAddTable(ea.data(), n, bits, table.data(), db.data());
-    CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
+    // Every midpoint exactly (ties go to the smaller entry) and its float neighbours, both signs;
+    // and a chunk long enough (>= 32768) for the generic encoder's bucket lookup at K >= 32.
+    std::vector<float> y = x;
+    for (std::size_t i = 0; i + 1 < k; ++i) {
+      const float m = mids[i];
+      for (float v : {m, std::nextafter(m, 0.0f), std::nextafter(m, INFINITY)}) y.push_back(v), y.push_back(-v);
+    }
+    for (const std::vector<float>& input : {y, gradientLike(40000 + bits, 10 + bits)}) {
+      const std::size_t m = input.size();
+      INFO("table" << bits << ", " << m << " elements");
+      std::vector<unsigned char> ea((m * bits + 7) / 8), eb(ea.size());
+      CHECK(slow.encodeTable(input.data(), m, bits, mids.data(), ea.data()) ==
+            fast->encodeTable(input.data(), m, bits, mids.data(), eb.data()));
+      CHECK(same(ea, eb));
+      for (auto [a, b] : {std::pair{slow.decodeTable, fast->decodeTable}, std::pair{slow.decodeAddTable, fast->decodeAddTable}}) {
+        std::vector<float> da(m, 1.0f), db(m, 1.0f);
+        a(ea.data(), m, bits, table.data(), da.data());
+        b(ea.data(), m, bits, table.data(), db.data());
+        CHECK(std::memcmp(da.data(), db.data(), m * sizeof(float)) == 0);
+      }
+    }
   }
 }
 
