@@ -1,17 +1,21 @@
 // adaprec-predictor-bench: how well and how fast the learning-curve predictor forecasts.
 //
-// Two curve sources, 5 related curves x 30 points per set:
-//   sgd   - real curves: a small MLP trained by SGD, 5 gradient precisions branching from one fp32
-//           checkpoint, validation accuracy on 500 samples (sgd_curves.hpp). Honest test.
-//   prior - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
-// For cutoffs at 10/20/40% of the points, each method sees the first points of every curve and predicts
-// the final value and every later point. Methods: fast (fitFast), mcmc (fitMcmc, the reference),
-// last (last observed value), pow3 (least-squares pow3 fit). Reported per source and cutoff:
+// Three curve sources, 5 related curves x 30 points per set:
+//   sgd     - real curves: a small MLP trained by SGD, 5 gradient precisions branching from one fp32
+//             checkpoint, validation accuracy on 500 samples (sgd_curves.hpp). Honest test.
+//   trainer - real curves from adaprec-train (2 ranks, Fashion-MNIST, 5 wire formats branching from one
+//             checkpoint; trainer_curves.csv, written by make_trainer_curves.sh). Honest test.
+//   prior   - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
+// The real sources lead every curve with the checkpoint's own evaluation, as the precision controller
+// does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
+// points of every curve and predicts the final value and every later point. Methods: fast (fitFast),
+// mcmc (fitMcmc, the reference), last (last observed value), pow3 (least-squares pow3 fit). Reported per
+// source and cutoff:
 //   final: mean log predictive density (LPD), CRPS, MSE, coverage of the 50% and 90% central intervals
 //   later: the same LPD / MSE / 90% coverage over every held-out point
 //   time : median and p99 thread CPU time of fit + predict (mean, sd, 5/50/95% quantiles at the final
 //          step, all curves)
-// plus a timing of fitFast on the full 5 x 30 sets (with and without sample counts).
+// plus a timing of fitFast on the full 5 x 30 sgd sets (with and without sample counts).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -170,7 +174,7 @@ int main(int argc, char** argv) {
   bool noMcmc = false, big = false, noCounts = false;
   std::string sourceChoice = "all";
   std::string trainerCsv = ADAPREC_TRAINER_CURVES;
-  bool anchor = false;
+  bool anchor = true;
   ap::FastOptions fastOptions;
   ap::ModelOptions model;
   app.add_option("--sets", sets, "curve sets (5 curves x 30 points) per source")->check(CLI::PositiveNumber);
@@ -181,8 +185,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-counts", noCounts, "give the methods the sgd curves without their sample counts");
   app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "trainer", "all"}));
   app.add_option("--trainer-csv", trainerCsv, "curves of the trainer source (make_trainer_curves.sh)");
-  app.add_flag("--anchor", anchor, "real sources: lead every curve with the checkpoint's own evaluation, "
-               "as the precision controller does (not counted in the cutoff)");
+  app.add_flag("!--no-anchor", anchor, "real sources: do not lead every curve with the checkpoint's own evaluation "
+               "(by default they are, as the precision controller does; the point is not counted in the cutoff)");
   app.add_option("--grid1d", fastOptions.grid1d, "fitFast grid1d");
   app.add_option("--grid2d", fastOptions.grid2d, "fitFast grid2d");
   app.add_option("--noise-grid", fastOptions.noiseGrid, "fitFast noiseGrid");
@@ -202,9 +206,9 @@ int main(int argc, char** argv) {
     timingReps = 200;
   }
   try {
-    std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s, sgd counts=%s, "
+    std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s, counts=%s, anchor=%s, "
                 "fast grid %d/%d/%d(%d with counts) refine %d x %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
-                noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes",
+                noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes", anchor ? "yes" : "no",
                 fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.noiseGridWithCounts,
                 fastOptions.refineLevels, fastOptions.refineCells);
     const std::vector<int> cutoffs = {10, 20, 40};
@@ -228,8 +232,8 @@ int main(int argc, char** argv) {
       const int setCount = source == "trainer" ? std::min(sets, static_cast<int>(trainerSets.size())) : sets;
       for (int s = 0; s < setCount; ++s) {
         const std::uint64_t setSeed = seed * 1000003 + s;
-        // Real sources: the branches of one checkpoint, optionally led by the checkpoint's own
-        // evaluation (--anchor, as the precision controller passes it; not counted in the cutoff).
+        // Real sources: the branches of one checkpoint, led by the checkpoint's own evaluation as the
+        // precision controller passes them (unless --no-anchor; the point is not counted in the cutoff).
         std::vector<ap::Curve> realFull;
         if (source == "sgd") {
           const adaprec::bench::SgdCurveSet set = adaprec::bench::trainSgdCurves(setSeed, kPoints);
