@@ -286,6 +286,9 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   detail::BasisTable basis(data.distinctX);
   CellEvaluator evaluator(data, prior);
   std::vector<CurveFit> pool;
+  // A broad posterior (few points) stores nearly every base cell: size the pool once instead of
+  // growing it by copies (and fresh pages) while the grid is walked.
+  pool.reserve(nodes.size() * static_cast<std::size_t>(noiseCount) * data.curves.size());
   ThetaSums sums;
   // Base grid, with the theta-only work shared across noise cells.
   std::vector<Cell> cells;
