@@ -527,8 +527,9 @@ void decodeTableN(const std::uint8_t* src, std::size_t n, const float* signedTab
   constexpr std::uint64_t kGroupMask = kBits == 8 ? ~0ull : (1ull << (8 * kBits)) - 1;
   std::size_t g = 0;
 #if defined(__AVX512F__)
-  // Sixteen codes per step while two whole 8-byte loads fit in the payload.
-  for (; g + 2 <= groups && (g + 1) * kBits + 8 <= payloadBytes; g += 2) {
+  // Sixteen codes per step while two whole 8-byte loads fit in the payload (N >= 5: for smaller
+  // tables the eight-wide permute below measured as fast or faster).
+  for (; kBits >= 5 && g + 2 <= groups && (g + 1) * kBits + 8 <= payloadBytes; g += 2) {
     const std::uint64_t low = unpackEight<kBits>(load<std::uint64_t>(src + g * kBits, 0) & kGroupMask);
     const std::uint64_t high = unpackEight<kBits>(load<std::uint64_t>(src + (g + 1) * kBits, 0) & kGroupMask);
     const __m512i idx = _mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<long long>(high), static_cast<long long>(low)));
