@@ -450,12 +450,63 @@ std::uint32_t treeCodes(const float* src, std::size_t len, std::uint8_t* codes, 
 }
 #endif
 
+#if defined(__AVX512F__)
+// Small tables (N = 2..4) by bit planes: for sixteen elements, one compare mask per midpoint gives
+// the thermometer t_k = (|x| > mids[k-1]), which is non-increasing in k because the midpoints are
+// sorted; bit i of the index #{k : t_k} is then OR over q of (t_{q 2^(i+1) + 2^i} AND NOT
+// t_{(q+1) 2^(i+1)}). Each 16-bit index-bit mask and the sign mask are deposited (pdep) straight
+// into their places in the packed codes: 16 codes = 2N bytes, no per-element byte codes.
+template <unsigned kBits>
+std::uint32_t planeEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
+  static_assert(kBits >= 2 && kBits <= 4);
+  constexpr unsigned kMids = (1u << (kBits - 1)) - 1;
+  auto pattern = [](unsigned bit) {  // bit `bit` of each of the 16 codes
+    std::uint64_t p = 0;
+    for (unsigned j = 0; j < 16; ++j) p |= std::uint64_t{1} << (j * kBits + bit);
+    return p;
+  };
+  __m512 mid[kMids];
+  for (unsigned k = 0; k < kMids; ++k) mid[k] = _mm512_set1_ps(mids[k]);
+  const __m512i absMask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
+  __mmask16 special = 0;
+  for (std::size_t i = 0; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __m512i a = _mm512_and_si512(u, absMask);
+    special |= _mm512_cmpge_epu32_mask(a, inf);
+    std::uint32_t t[kMids + 2] = {};  // t[k] for k = 1..kMids; t[kMids + 1] = 0
+    for (unsigned k = 1; k <= kMids; ++k) t[k] = _mm512_cmp_ps_mask(_mm512_castsi512_ps(a), mid[k - 1], _CMP_GT_OQ);
+    std::uint64_t word = _pdep_u64(_mm512_cmplt_epi32_mask(u, _mm512_setzero_si512()), pattern(kBits - 1));
+    for (unsigned bit = 0; bit + 1 < kBits; ++bit) {
+      std::uint32_t plane = 0;
+      for (unsigned low = 1u << bit; low <= kMids; low += 2u << bit) {
+        const unsigned high = low + (1u << bit);  // the next multiple of 2^(bit+1)
+        plane |= t[low] & ~(high <= kMids ? t[high] : 0u);
+      }
+      word |= _pdep_u64(plane, pattern(bit));
+    }
+    std::memcpy(dst + i / 8 * kBits, &word, 2 * kBits);
+  }
+  return special != 0;
+}
+#endif
+
 template <unsigned kBits>
 bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
 #if defined(__AVX2__)
   if constexpr (kBits == 1) return encodeSignsOnly(src, n, dst);
 #endif
   constexpr std::uint32_t kSize = 1u << (kBits - 1);
+  std::uint32_t nonFinite = 0;
+#if defined(__AVX512F__)
+  if constexpr (kBits >= 2 && kBits <= 4) {
+    // Whole groups of 16 by bit planes; the rest (< 16 elements, byte-aligned) below.
+    const std::size_t head = n / 16 * 16;
+    nonFinite |= planeEncode<kBits>(src, head, mids, dst);
+    src += head;
+    dst += head / 8 * kBits;
+    n -= head;
+  }
+#endif
   // Bucketing pays off for large tables on chunks much longer than its set-up (8K entries).
   thread_local BucketedMids bucketed;
 #if defined(__AVX2__)
@@ -468,7 +519,6 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
 #endif
   const bool useBuckets = !kUseTree && kSize >= 32 && n >= 4 * kBucketCount && bucketMids(mids, kSize, bucketed);
   alignas(32) std::uint8_t codes[kCodeBatch];
-  std::uint32_t nonFinite = 0;
   for (std::size_t b = 0; b < n; b += kCodeBatch) {
     const std::size_t len = std::min(kCodeBatch, n - b);
 #if defined(__AVX2__)
