@@ -13,6 +13,7 @@
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
+#include "communicator/signature_hash.hpp"
 
 struct AdaPrec_CommObject {
   adaprec::Communicator communicator;
@@ -55,17 +56,6 @@ void copyName(char* out, std::size_t capacity, std::string_view name) {
   const std::size_t n = std::min(name.size(), capacity - 1);
   std::memcpy(out, name.data(), n);
   out[n] = '\0';
-}
-
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
-
-std::uint64_t hashText(std::string_view text) {
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
 }
 
 // Is the call the same on every rank, and is every rank's input usable? One allreduce (max) of
@@ -149,10 +139,13 @@ extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float
     if (check) {
       const std::string spec = localError ? "" : adaprec::toString(options.format);
       const std::string algorithm = localError ? "" : std::string(adaprec::algorithmName(options.algorithm));
-      const std::uint64_t signature = mix(mix(mix(mix(hashText(spec), hashText(algorithm)),
-                                                  static_cast<std::uint64_t>(count)),
-                                              options.average),
-                                          options.key.empty());
+      using adaprec::detail::hashSignatureText;
+      using adaprec::detail::mixSignature;
+      const std::uint64_t signature =
+          mixSignature(mixSignature(mixSignature(mixSignature(hashSignatureText(spec), hashSignatureText(algorithm)),
+                                                 static_cast<std::uint64_t>(count)),
+                                    options.average),
+                       options.key.empty());
       checkAgreement(communicator, localError.has_value(), signature,
                      "count=" + std::to_string(count) + " format=" + spec + " algo=" + algorithm +
                          " average=" + std::to_string(options.average) +

@@ -1,6 +1,7 @@
 // Hot loops of the host codecs. This file is compiled once per ISA variant with ADAPREC_ISA set to
 // the variant's name (see host_kernels.hpp); loops are written so the compiler vectorizes them.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -212,9 +213,9 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
 
 constexpr std::size_t kCodeBatch = 512;  // codes computed per batch before packing (multiple of 8)
 
-// Index of the nearest table entry: #{k : a > mids[k]}. Counted directly over all K-1 midpoints:
-// the loop vectorizes across elements, and measured faster at every N than a branch-free binary search
-// (which needs a gather per step).
+// Index of the nearest table entry: #{k : a > mids[k]}. Counted directly over all K-1 midpoints: the
+// loop vectorizes across elements. The reference for the vector paths (bit planes for N = 2..4, the
+// register search tree from N = 5), the baseline ISA's loop, and the tail of every chunk.
 template <unsigned kBits>
 inline std::uint32_t tableIndex(float a, const float* mids) {
   constexpr std::uint32_t kSize = 1u << (kBits - 1);
@@ -375,8 +376,8 @@ struct SearchTree {
   }
   alignas(64) float levels[offset(kLevels) + 16] = {};
 
-  explicit SearchTree(const float* mids) {  // mids == nullptr: an unused tree
-    for (unsigned l = 0; mids != nullptr && l < kLevels; ++l) {
+  explicit SearchTree(const float* mids) {
+    for (unsigned l = 0; l < kLevels; ++l) {
       for (std::size_t p = 0; p < (std::size_t{1} << l); ++p)
         levels[offset(l) + p] = mids[(2 * p + 1) * (std::size_t{1} << (kLevels - 1 - l)) - 1];
     }
@@ -460,11 +461,13 @@ template <unsigned kBits>
 std::uint32_t planeEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
   static_assert(kBits >= 2 && kBits <= 4);
   constexpr unsigned kMids = (1u << (kBits - 1)) - 1;
-  auto pattern = [](unsigned bit) {  // bit `bit` of each of the 16 codes
-    std::uint64_t p = 0;
-    for (unsigned j = 0; j < 16; ++j) p |= std::uint64_t{1} << (j * kBits + bit);
+  // pattern[b]: bit b of each of the 16 packed codes (the pdep masks), fixed per N.
+  static constexpr auto pattern = [] {
+    std::array<std::uint64_t, kBits> p{};
+    for (unsigned b = 0; b < kBits; ++b)
+      for (unsigned j = 0; j < 16; ++j) p[b] |= std::uint64_t{1} << (j * kBits + b);
     return p;
-  };
+  }();
   __m512 mid[kMids];
   for (unsigned k = 0; k < kMids; ++k) mid[k] = _mm512_set1_ps(mids[k]);
   const __m512i absMask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
@@ -475,14 +478,14 @@ std::uint32_t planeEncode(const float* src, std::size_t n, const float* mids, st
     special |= _mm512_cmpge_epu32_mask(a, inf);
     std::uint32_t t[kMids + 2] = {};  // t[k] for k = 1..kMids; t[kMids + 1] = 0
     for (unsigned k = 1; k <= kMids; ++k) t[k] = _mm512_cmp_ps_mask(_mm512_castsi512_ps(a), mid[k - 1], _CMP_GT_OQ);
-    std::uint64_t word = _pdep_u64(_mm512_cmplt_epi32_mask(u, _mm512_setzero_si512()), pattern(kBits - 1));
+    std::uint64_t word = _pdep_u64(_mm512_cmplt_epi32_mask(u, _mm512_setzero_si512()), pattern[kBits - 1]);
     for (unsigned bit = 0; bit + 1 < kBits; ++bit) {
       std::uint32_t plane = 0;
       for (unsigned low = 1u << bit; low <= kMids; low += 2u << bit) {
         const unsigned high = low + (1u << bit);  // the next multiple of 2^(bit+1)
         plane |= t[low] & ~(high <= kMids ? t[high] : 0u);
       }
-      word |= _pdep_u64(plane, pattern(bit));
+      word |= _pdep_u64(plane, pattern[bit]);
     }
     std::memcpy(dst + i / 8 * kBits, &word, 2 * kBits);
   }
@@ -513,7 +516,7 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   // From 16 entries on, the register search beats counting all midpoints and the bucket lookup
   // (whose table reads become gathers).
   constexpr bool kUseTree = kSize >= 16;
-  const SearchTree<kBits> tree(kUseTree ? mids : nullptr);
+  const SearchTree<kBits> tree(mids);  // at most 127 floats per chunk; unused below 16 entries
 #else
   constexpr bool kUseTree = false;
 #endif

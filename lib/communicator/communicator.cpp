@@ -16,6 +16,7 @@
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
 #include "communicator/fast_clock.hpp"
+#include "communicator/signature_hash.hpp"
 
 namespace adaprec {
 namespace {
@@ -77,11 +78,6 @@ class FeedbackReader {
   std::size_t at_ = 0;
 };
 
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
-
 }  // namespace
 
 struct Communicator::Impl {
@@ -117,7 +113,7 @@ struct Communicator::Impl {
   // Error(kMismatch) on every rank before any data moves.
   void checkAgreement(std::size_t count, Format format, Algorithm algorithm, bool average,
                       bool errorFeedback) {
-    std::uint64_t signature = mix(mix(mix(mix(mix(0, count), static_cast<std::uint64_t>(format)),
+    std::uint64_t signature = detail::mixSignature(detail::mixSignature(detail::mixSignature(detail::mixSignature(detail::mixSignature(0, count), static_cast<std::uint64_t>(format)),
                                           static_cast<std::uint64_t>(algorithm)),
                                       average),
                                   errorFeedback);

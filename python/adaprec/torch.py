@@ -167,7 +167,8 @@ class HookState:
         self.migrations += 1
 
     def _reduce(self, buffer, spec, layout):
-        key = self._key_for_layout(layout) if "+ef" in spec else None
+        """layout: the bucket's _Layout with error feedback, else None."""
+        key = self._key_for_layout(layout) if layout is not None else None
         stats = self.communicator.allreduce(buffer, format=spec, algo=self.algo, average=True, key=key,
                                             check=self.check)
         self.calls += 1

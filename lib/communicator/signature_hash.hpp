@@ -1,0 +1,21 @@
+// Hashing for the agreement checks: every rank folds what shapes its allreduce into one 64-bit
+// signature, and one max-allreduce of {signature, ~signature} shows whether all ranks agree.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace adaprec::detail {
+
+inline std::uint64_t mixSignature(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+inline std::uint64_t hashSignatureText(std::string_view text) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace adaprec::detail
