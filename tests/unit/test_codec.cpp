@@ -221,22 +221,35 @@ void compareWithGeneric(const codec::HostKernels* fast) {
     b(codes.data(), n, db.data());
     CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
   }
-  std::vector<unsigned char> exps(2 * (n / kScaleBlock + 1));
-  for (bool scaled : {false, true}) {
-    for (auto [a, b] : {std::pair{slow.encodeFp8, fast->encodeFp8}, std::pair{slow.encodeE4m3, fast->encodeE4m3}}) {
-      std::vector<unsigned char> ea(n), eb(n), xa(exps.size()), xb(exps.size());
-      a(x.data(), n, scaled ? xa.data() : nullptr, ea.data());
-      b(x.data(), n, scaled ? xb.data() : nullptr, eb.data());
-      CHECK(same(ea, eb));
-      CHECK(same(xa, xb));
-      exps = xa;
-    }
-    for (auto [a, b] : {std::pair{slow.decodeFp8, fast->decodeFp8}, std::pair{slow.decodeE4m3, fast->decodeE4m3},
-                        std::pair{slow.decodeAddFp8, fast->decodeAddFp8}, std::pair{slow.decodeAddE4m3, fast->decodeAddE4m3}}) {
-      std::vector<float> da(n, 1.0f), db(n, 1.0f);
-      a(codes.data(), n, scaled ? exps.data() : nullptr, da.data());
-      b(codes.data(), n, scaled ? exps.data() : nullptr, db.data());
-      CHECK(std::memcmp(da.data(), db.data(), n * sizeof(float)) == 0);
+  // 8-bit floats: the gradient-like data, and every fp32 exponent and sign with the 16 high bits
+  // enumerated and the low ones 0 (every fp8 and e4m3 rounding tie), 1 and 0xffff (its neighbours);
+  // its first scale blocks hold fp32 subnormals and amax small enough for two scale factors.
+  // Decoded: random codes, and every code under every scale exponent the encoder produced.
+  std::vector<float> patterns;
+  for (std::uint32_t hi = 0; hi < 0x10000; ++hi)
+    for (std::uint32_t lo : {0u, 1u, 0xffffu}) patterns.push_back(detail::bitsFloat(hi << 16 | lo));
+  patterns.resize(patterns.size() + 13, -3.0f);  // a tail shorter than a vector
+  for (const std::vector<float>& input : {x, patterns}) {
+    const std::size_t m = input.size();
+    INFO("8-bit floats, " << m << " elements");
+    std::vector<unsigned char> exps(2 * (m / kScaleBlock + 1)), bytes(m);
+    for (std::size_t i = 0; i < m; ++i) bytes[i] = m == n ? codes[i] : static_cast<unsigned char>(i);
+    for (bool scaled : {false, true}) {
+      for (auto [a, b] : {std::pair{slow.encodeFp8, fast->encodeFp8}, std::pair{slow.encodeE4m3, fast->encodeE4m3}}) {
+        std::vector<unsigned char> ea(m), eb(m), xa(exps.size()), xb(exps.size());
+        a(input.data(), m, scaled ? xa.data() : nullptr, ea.data());
+        b(input.data(), m, scaled ? xb.data() : nullptr, eb.data());
+        CHECK(same(ea, eb));
+        CHECK(same(xa, xb));
+        exps = xa;
+      }
+      for (auto [a, b] : {std::pair{slow.decodeFp8, fast->decodeFp8}, std::pair{slow.decodeE4m3, fast->decodeE4m3},
+                          std::pair{slow.decodeAddFp8, fast->decodeAddFp8}, std::pair{slow.decodeAddE4m3, fast->decodeAddE4m3}}) {
+        std::vector<float> da(m, 1.0f), db(m, 1.0f);
+        a(bytes.data(), m, scaled ? exps.data() : nullptr, da.data());
+        b(bytes.data(), m, scaled ? exps.data() : nullptr, db.data());
+        CHECK(std::memcmp(da.data(), db.data(), m * sizeof(float)) == 0);
+      }
     }
   }
   for (unsigned bits = 1; bits <= 8; ++bits) {

@@ -82,6 +82,7 @@ ADAPREC_HD float exp2Int(int e) {
 template <int kExpBits, int kManBits, bool kHasInf>
 struct SmallFloat {
   static constexpr int kBits = 1 + kExpBits + kManBits;
+  static constexpr bool kHasInfinity = kHasInf;
   static constexpr int kBias = (1 << (kExpBits - 1)) - 1;
   static constexpr std::uint32_t kSignBit = 1u << (kBits - 1);
   static constexpr std::uint32_t kExpMask = ((1u << kExpBits) - 1) << kManBits;
