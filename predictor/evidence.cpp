@@ -42,43 +42,4 @@ CurveFit curveEvidence(const Sums& s, const EvidencePrior& prior) {
   return fit;
 }
 
-void basisAt(const Data& data, Family family, const std::array<double, 2>& theta, std::vector<std::vector<double>>& g) {
-  g.resize(data.curves.size());
-  for (std::size_t c = 0; c < data.curves.size(); ++c) {
-    const CurveData& d = data.curves[c];
-    g[c].resize(d.x.size());
-    for (std::size_t i = 0; i < d.x.size(); ++i) g[c][i] = basis(family, theta, d.x[i]);
-  }
-}
-
-double evidenceAt(const Data& data, const ModelOptions& model, const std::vector<std::vector<double>>& g, double sigma,
-                  double binomialScale, std::vector<CurveFit>* fits) {
-  const double s2 = sigma * sigma;
-  const EvidencePrior prior = evidencePrior(model);
-  double total = 0;
-  if (fits) fits->clear();
-  for (std::size_t c = 0; c < data.curves.size(); ++c) {
-    const CurveData& d = data.curves[c];
-    Sums sums;
-    for (std::size_t i = 0; i < d.x.size(); ++i) {
-      const double v = s2 + binomialScale * d.tau[i];
-      const double w = 1.0 / v;
-      const double gi = g[c][i];
-      sums.w += w;
-      sums.wg += w * gi;
-      sums.wgg += w * gi * gi;
-      sums.wy += w * d.y[i];
-      sums.wyg += w * gi * d.y[i];
-      sums.wyy += w * d.y[i] * d.y[i];
-      if (d.hasCounts) sums.logVariance += std::log(v);
-    }
-    if (!d.hasCounts) sums.logVariance = static_cast<double>(d.x.size()) * std::log(s2);
-    sums.count = static_cast<double>(d.x.size());
-    const CurveFit fit = curveEvidence(sums, prior);
-    total += fit.logEvidence;
-    if (fits) fits->push_back(fit);
-  }
-  return total;
-}
-
 }  // namespace adaprec::predictor::detail

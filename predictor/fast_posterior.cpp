@@ -23,6 +23,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -72,129 +73,162 @@ struct Cell {
   Family family;
   double u0, u1, logSigma;
   double binomialScale;  // lambda: discrete, never split
+  double sharedSd;       // tau: discrete, never split
   double h0, h1, hs;
   double logPrior, logWeight;
   std::ptrdiff_t fit;  // first of its curves' posteriors in the fit pool; -1: negligible, not stored
 };
 
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Columns3 = Eigen::Matrix<double, Eigen::Dynamic, 3>;
 
-// Per-curve, per-noise-node quantities that do not depend on theta.
-struct NoiseTables {
-  std::vector<double> sd, scale;               // per noise node: sigma, lambda
-  std::vector<RowMatrix> weights;              // [curve](node, point): w = 1 / variance (counts only)
-  std::vector<Eigen::ArrayXd> w, logVariance, wy, wyy;  // [curve](node)
+// The noise nodes of one evaluation: (sigma_j, lambda_j) for j < sd.size(), each combined with every tau_k;
+// cell (j, k) is the k-th of node j.
+struct NoiseNodes {
+  std::vector<double> sd, scale, shared;
 };
 
-NoiseTables noiseTables(const detail::Data& data, std::vector<double> sds, std::vector<double> scales) {
-  NoiseTables t;
-  t.sd = std::move(sds);
-  t.scale = std::move(scales);
-  const Eigen::Index noiseCount = static_cast<Eigen::Index>(t.sd.size());
-  for (const CurveData& d : data.curves) {
-    const Eigen::Index n = static_cast<Eigen::Index>(d.x.size());
-    RowMatrix weights(d.hasCounts ? noiseCount : 0, n);
-    Eigen::ArrayXd w = Eigen::ArrayXd::Zero(noiseCount), logVar = w, wy = w, wyy = w;
-    for (Eigen::Index j = 0; j < noiseCount; ++j) {
-      const double s2 = t.sd[j] * t.sd[j];
-      if (!d.hasCounts) {
-        double sy = 0, syy = 0;
-        for (Eigen::Index i = 0; i < n; ++i) sy += d.y[i], syy += d.y[i] * d.y[i];
-        w[j] = n / s2;
-        logVar[j] = n * std::log(s2);
-        wy[j] = sy / s2;
-        wyy[j] = syy / s2;
-        continue;
+// Symmetric layout (every curve at the same T steps with the same variances): per noise node, the
+// quantities of detail::SymmetricSums that do not depend on theta, and the weight rows that turn the
+// theta-dependent columns into sums by one matrix product per theta.
+class SymmetricTables {
+ public:
+  SymmetricTables(const detail::Data& data, NoiseNodes nodes) : nodes_(std::move(nodes)) {
+    const std::size_t curveCount = data.curves.size();
+    const detail::CurveData& first = data.curves.front();
+    const Eigen::Index steps = static_cast<Eigen::Index>(first.x.size());
+    const Eigen::Index nodeCount = static_cast<Eigen::Index>(nodes_.sd.size());
+    const Eigen::Index sharedCount = static_cast<Eigen::Index>(nodes_.shared.size());
+    const double count = static_cast<double>(curveCount);
+    equalWeights_ = !first.hasCounts;
+    yBar_.resize(steps);
+    for (Eigen::Index i = 0; i < steps; ++i) {
+      double sum = 0;
+      for (const detail::CurveData& d : data.curves) sum += d.y[static_cast<std::size_t>(i)];
+      yBar_[i] = sum / count;
+    }
+    weights_.resize(nodeCount, steps);
+    meanWeights_.resize(nodeCount * sharedCount, steps);
+    base_.assign(static_cast<std::size_t>(nodeCount * sharedCount), detail::SymmetricSums{});
+    for (Eigen::Index j = 0; j < nodeCount; ++j) {
+      detail::SymmetricSums node;
+      node.wy.assign(curveCount, 0.0);
+      node.wyg.assign(curveCount, 0.0);
+      for (Eigen::Index i = 0; i < steps; ++i) {
+        const double v = nodes_.sd[j] * nodes_.sd[j] + nodes_.scale[j] * first.tau[static_cast<std::size_t>(i)];
+        const double w = 1.0 / v;
+        weights_(j, i) = w;
+        node.count += 1;
+        node.w += w;
+        node.logVariance += std::log(v);
+        node.wyMeanSq += w * yBar_[i] * yBar_[i];
+        for (std::size_t c = 0; c < curveCount; ++c) {
+          const double y = data.curves[c].y[static_cast<std::size_t>(i)];
+          node.wy[c] += w * y;
+          node.wyy += w * y * y;
+        }
       }
-      for (Eigen::Index i = 0; i < n; ++i) {
-        const double v = s2 + t.scale[j] * d.tau[i];
-        weights(j, i) = 1.0 / v;
-        w[j] += 1.0 / v;
-        logVar[j] += std::log(v);
-        wy[j] += d.y[i] / v;
-        wyy[j] += d.y[i] * d.y[i] / v;
+      for (Eigen::Index k = 0; k < sharedCount; ++k) {
+        detail::SymmetricSums cell = node;
+        const double extra = count * nodes_.shared[k] * nodes_.shared[k];
+        for (Eigen::Index i = 0; i < steps; ++i) {
+          const double v = 1.0 / weights_(j, i) + extra;
+          const double wm = 1.0 / v;
+          meanWeights_(j * sharedCount + k, i) = wm;
+          cell.mw += wm;
+          cell.mwy += wm * yBar_[i];
+          cell.mwyy += wm * yBar_[i] * yBar_[i];
+          cell.mLogVariance += std::log(v);
+        }
+        base_[static_cast<std::size_t>(j * sharedCount + k)] = std::move(cell);
       }
     }
-    t.weights.push_back(std::move(weights));
-    t.w.push_back(std::move(w));
-    t.logVariance.push_back(std::move(logVar));
-    t.wy.push_back(std::move(wy));
-    t.wyy.push_back(std::move(wyy));
   }
-  return t;
-}
 
-// The theta-dependent sums of every curve at every noise node: columns sum w g, sum w g^2, sum w y g.
-struct ThetaSums {
-  std::vector<Columns3> basis;  // [curve](point): g, g^2, y g
-  std::vector<Columns3> sums;   // [curve](node)
-};
+  const NoiseNodes& nodes() const { return nodes_; }
 
-void thetaSums(const detail::Data& data, const std::vector<double>& g, const NoiseTables& t, ThetaSums& out) {
-  out.basis.resize(data.curves.size());
-  out.sums.resize(data.curves.size());
-  for (std::size_t c = 0; c < data.curves.size(); ++c) {
-    const CurveData& d = data.curves[c];
-    const Eigen::Index n = static_cast<Eigen::Index>(d.x.size());
-    Columns3& b = out.basis[c];
-    b.resize(n, 3);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      const double gi = g[static_cast<std::size_t>(d.xIndex[i])];
-      b(i, 0) = gi;
-      b(i, 1) = gi * gi;
-      b(i, 2) = gi * d.y[i];
+  // Sets every cell's theta-dependent sums (wg, wgg, wyg per curve; mwg, mwgg, mwyg) for the basis g at
+  // Data::distinctX (= the common steps); the rest was set once. Cell (j, k) is at j * tau count + k.
+  const std::vector<detail::SymmetricSums>& thetaSums(const detail::Data& data, const std::vector<double>& g) {
+    const std::size_t curveCount = data.curves.size();
+    const Eigen::Index steps = yBar_.size();
+    basis_.resize(steps, 2 + static_cast<Eigen::Index>(curveCount));
+    meanBasis_.resize(steps, 3);
+    for (Eigen::Index i = 0; i < steps; ++i) {
+      const double gi = g[static_cast<std::size_t>(i)];
+      basis_(i, 0) = meanBasis_(i, 0) = gi;
+      basis_(i, 1) = meanBasis_(i, 1) = gi * gi;
+      meanBasis_(i, 2) = gi * yBar_[i];
+      for (std::size_t c = 0; c < curveCount; ++c) {
+        basis_(i, 2 + static_cast<Eigen::Index>(c)) = gi * data.curves[c].y[static_cast<std::size_t>(i)];
+      }
     }
-    if (d.hasCounts) {
-      out.sums[c].noalias() = t.weights[c].lazyProduct(b);
+    if (equalWeights_) {
+      // Without counts every step of a node has the same weight: scale the plain column sums.
+      const Eigen::RowVectorXd plain = basis_.colwise().sum();
+      const Eigen::RowVector3d meanPlain = meanBasis_.colwise().sum();
+      sums_.noalias() = weights_.col(0) * plain;
+      meanSums_.noalias() = meanWeights_.col(0) * meanPlain;
     } else {
-      // Equal weights n / sigma^2 / n per point: scale the plain column sums.
-      const Eigen::RowVector3d plain = b.colwise().sum();
-      out.sums[c].noalias() = (t.w[c] / static_cast<double>(n)).matrix() * plain;
+      sums_.noalias() = weights_.lazyProduct(basis_);
+      meanSums_.noalias() = meanWeights_.lazyProduct(meanBasis_);
     }
+    const Eigen::Index sharedCount = static_cast<Eigen::Index>(nodes_.shared.size());
+    for (Eigen::Index j = 0; j < sums_.rows(); ++j) {
+      for (Eigen::Index k = 0; k < sharedCount; ++k) {
+        detail::SymmetricSums& s = base_[static_cast<std::size_t>(j * sharedCount + k)];
+        s.wg = sums_(j, 0);
+        s.wgg = sums_(j, 1);
+        for (std::size_t c = 0; c < curveCount; ++c) s.wyg[c] = sums_(j, 2 + static_cast<Eigen::Index>(c));
+        const Eigen::Index row = j * sharedCount + k;
+        s.mwg = meanSums_(row, 0);
+        s.mwgg = meanSums_(row, 1);
+        s.mwyg = meanSums_(row, 2);
+      }
+    }
+    return base_;
   }
-}
 
-// Sufficient statistics of curve c at noise node j.
-Sums curveSums(const CurveData& d, const NoiseTables& t, std::size_t c, Eigen::Index j, const ThetaSums& b) {
-  Sums s;
-  s.count = static_cast<double>(d.x.size());
-  s.w = t.w[c][j];
-  s.logVariance = t.logVariance[c][j];
-  s.wy = t.wy[c][j];
-  s.wyy = t.wyy[c][j];
-  s.wg = b.sums[c](j, 0);
-  s.wgg = b.sums[c](j, 1);
-  s.wyg = b.sums[c](j, 2);
-  return s;
-}
+ private:
+  NoiseNodes nodes_;
+  bool equalWeights_ = false;
+  Eigen::VectorXd yBar_;
+  RowMatrix weights_, meanWeights_;  // (node, step), (node x tau, step)
+  std::vector<detail::SymmetricSums> base_;
+  Eigen::MatrixXd basis_, meanBasis_, sums_, meanSums_;
+};
 
-// Evaluates every noise node of one theta: appends the cells and, for those that can matter, their
-// curves' posteriors to the pool.
+// Evaluates every noise cell of one theta: appends the cells and, for those that can matter, their
+// curves' posteriors to the pool. Symmetric layouts use the rotated closed form on precomputed sums;
+// any other layout the dense joint regression (jointEvidence).
 class CellEvaluator {
  public:
   CellEvaluator(const detail::Data& data, const detail::EvidencePrior& prior)
       : data_(data), prior_(prior), fits_(data.curves.size()) {}
 
-  void add(const Cell& shape, const NoiseTables& t, const ThetaSums& sums, std::vector<Cell>& cells,
-           std::vector<CurveFit>& pool) {
-    const std::size_t curveCount = data_.curves.size();
-    for (Eigen::Index j = 0; j < static_cast<Eigen::Index>(t.sd.size()); ++j) {
-      Cell cell = shape;
-      cell.logSigma = std::log(t.sd[j]);
-      cell.binomialScale = t.scale[j];
-      cell.logWeight = cell.logPrior;
-      for (std::size_t c = 0; c < curveCount; ++c) {
-        fits_[c] = detail::curveEvidence(curveSums(data_.curves[c], t, c, j, sums), prior_);
-        cell.logWeight += fits_[c].logEvidence;
+  void add(const Cell& shape, const NoiseNodes& nodes, SymmetricTables* tables, const std::vector<double>& g,
+           std::vector<Cell>& cells, std::vector<CurveFit>& pool) {
+    const std::vector<detail::SymmetricSums>* sums = tables ? &tables->thetaSums(data_, g) : nullptr;
+    const std::size_t sharedCount = nodes.shared.size();
+    for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
+      for (std::size_t k = 0; k < sharedCount; ++k) {
+        Cell cell = shape;
+        cell.logSigma = std::log(nodes.sd[j]);
+        cell.binomialScale = nodes.scale[j];
+        cell.sharedSd = nodes.shared[k];
+        // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
+        const double floor = maxLog_ - kStoreMargin - cell.logPrior;
+        const double logEvidence =
+            sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, &fits_, floor)
+                 : detail::jointEvidence(data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
+        cell.logWeight = cell.logPrior + logEvidence;
+        cell.fit = -1;
+        if (cell.logWeight > maxLog_ - kStoreMargin) {
+          cell.fit = static_cast<std::ptrdiff_t>(pool.size());
+          pool.insert(pool.end(), fits_.begin(), fits_.end());
+          maxLog_ = std::max(maxLog_, cell.logWeight);
+        }
+        cells.push_back(cell);
       }
-      cell.fit = -1;
-      if (cell.logWeight > maxLog_ - kStoreMargin) {
-        cell.fit = static_cast<std::ptrdiff_t>(pool.size());
-        pool.insert(pool.end(), fits_.begin(), fits_.end());
-        maxLog_ = std::max(maxLog_, cell.logWeight);
-      }
-      cells.push_back(cell);
     }
   }
 
@@ -234,15 +268,54 @@ std::vector<std::size_t> heaviest(const std::vector<Cell>& cells, double mass, s
   return out;
 }
 
+// The cells left after dropping the lightest ones holding at most `dropMass` of the total, in cell order.
+// A broad posterior keeps tens of thousands of cells, so instead of sorting them the weights are binned
+// by log weight (kBinsPerNat bins per nat over the kNegligibleLog range) and whole bins are dropped from
+// the light end: at most dropMass goes, at most one bin's worth less than sorting would drop.
+std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double dropMass, std::vector<double>& weight) {
+  constexpr double kBinsPerNat = 20.0;
+  constexpr int kBins = static_cast<int>(-kNegligibleLog * kBinsPerNat) + 1;
+  double maxLog = -std::numeric_limits<double>::infinity();
+  for (const Cell& c : cells) maxLog = std::max(maxLog, c.logWeight);
+  ADAPREC_CHECK(std::isfinite(maxLog), ErrorCode::kInternal, "no finite posterior weight");
+  weight.resize(cells.size());
+  std::vector<double> binMass(kBins, 0.0);
+  std::vector<int> bin(cells.size(), -1);
+  double total = 0;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const double relative = cells[i].logWeight - maxLog;
+    weight[i] = relative > kNegligibleLog ? std::exp(relative) : 0.0;
+    if (weight[i] <= 0) continue;
+    bin[i] = std::min(kBins - 1, static_cast<int>(-relative * kBinsPerNat));  // 0: heaviest
+    binMass[static_cast<std::size_t>(bin[i])] += weight[i];
+    total += weight[i];
+  }
+  int firstDropped = kBins;
+  double dropped = 0;
+  while (firstDropped > 1 && dropped + binMass[static_cast<std::size_t>(firstDropped - 1)] <= dropMass * total) {
+    dropped += binMass[static_cast<std::size_t>(--firstDropped)];
+  }
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (bin[i] >= 0 && bin[i] < firstDropped) out.push_back(i);
+  }
+  return out;
+}
+
 // Splits a cell in three along each of its coordinates and evaluates the children (the 3 noise levels'
 // tables are computed once and shared by the 3 or 9 thetas).
 void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& basis, CellEvaluator& evaluator,
-            std::vector<Cell>& out, std::vector<CurveFit>& pool, ThetaSums& sums) {
+            std::vector<Cell>& out, std::vector<CurveFit>& pool) {
   const bool two = parent.h1 > 0;
   const int n1 = two ? 3 : 1;
-  std::vector<double> sds;
-  for (int k = -1; k <= 1; ++k) sds.push_back(std::exp(parent.logSigma + k * 2.0 * parent.hs / 3.0));
-  const NoiseTables tables = noiseTables(data, sds, std::vector<double>(3, parent.binomialScale));
+  NoiseNodes nodes;
+  for (int k = -1; k <= 1; ++k) {
+    nodes.sd.push_back(std::exp(parent.logSigma + k * 2.0 * parent.hs / 3.0));
+    nodes.scale.push_back(parent.binomialScale);
+  }
+  nodes.shared = {parent.sharedSd};
+  std::optional<SymmetricTables> tables;
+  if (data.symmetric) tables.emplace(data, nodes);
   Cell child = parent;
   child.h0 = parent.h0 / 3.0;
   child.h1 = parent.h1 / 3.0;
@@ -252,8 +325,8 @@ void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& ba
     for (int j = two ? -1 : 0; j <= (two ? 1 : 0); ++j) {
       child.u0 = parent.u0 + i * 2.0 * parent.h0 / 3.0;
       child.u1 = parent.u1 + j * 2.0 * parent.h1 / 3.0;
-      thetaSums(data, basis.values(child.family, detail::familyTheta(child.family, child.u0, child.u1)), tables, sums);
-      evaluator.add(child, tables, sums, out, pool);
+      const std::vector<double>& g = basis.values(child.family, detail::familyTheta(child.family, child.u0, child.u1));
+      evaluator.add(child, nodes, tables ? &*tables : nullptr, g, out, pool);
     }
   }
 }
@@ -265,22 +338,24 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   state->data = detail::prepareData(curves, model);
   state->model = model;
   const detail::Data& data = state->data;
-  const std::vector<ThetaNode> nodes = thetaNodes(model, options);
+  const std::vector<ThetaNode> thetaGrid = thetaNodes(model, options);
   // Noise nodes: sigma cells times the binomial scales (one scale, 1, without sample counts).
   const bool counts = std::any_of(data.curves.begin(), data.curves.end(), [](const auto& d) { return d.hasCounts; });
   const int sigmaCount = counts ? options.noiseGridWithCounts : options.noiseGrid;
-  std::vector<double> sds, scales;
+  NoiseNodes nodes;
   const double lo = std::log(model.noiseMin), hi = std::log(model.noiseMax);
   for (double scale : data.binomialScales) {
     for (int j = 0; j < sigmaCount; ++j) {
-      sds.push_back(std::exp(lo + (hi - lo) * (j + 0.5) / sigmaCount));
-      scales.push_back(scale);
+      nodes.sd.push_back(std::exp(lo + (hi - lo) * (j + 0.5) / sigmaCount));
+      nodes.scale.push_back(scale);
     }
   }
-  const NoiseTables tables = noiseTables(data, std::move(sds), std::move(scales));
-  const int noiseCount = static_cast<int>(tables.sd.size());
-  const double logNoisePrior = -std::log(static_cast<double>(noiseCount));
+  nodes.shared = data.sharedSds;
+  const std::size_t cellsPerTheta = nodes.sd.size() * nodes.shared.size();
+  const double logNoisePrior = -std::log(static_cast<double>(cellsPerTheta));
   const double noiseHalfWidth = 0.5 * (hi - lo) / sigmaCount;
+  std::optional<SymmetricTables> tables;
+  if (data.symmetric) tables.emplace(data, nodes);
 
   const detail::EvidencePrior prior = detail::evidencePrior(model);
   detail::BasisTable basis(data.distinctX);
@@ -288,16 +363,14 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   std::vector<CurveFit> pool;
   // A broad posterior (few points) stores nearly every base cell: size the pool once instead of
   // growing it by copies (and fresh pages) while the grid is walked.
-  pool.reserve(nodes.size() * static_cast<std::size_t>(noiseCount) * data.curves.size());
-  ThetaSums sums;
+  pool.reserve(thetaGrid.size() * cellsPerTheta * data.curves.size());
   // Base grid, with the theta-only work shared across noise cells.
   std::vector<Cell> cells;
-  cells.reserve(nodes.size() * noiseCount);
-  for (const ThetaNode& node : nodes) {
-    thetaSums(data, basis.values(node.family, node.theta), tables, sums);
-    const Cell shape{node.family, node.u0, node.u1, 0, 1, node.h0, node.h1, noiseHalfWidth,
+  cells.reserve(thetaGrid.size() * cellsPerTheta);
+  for (const ThetaNode& node : thetaGrid) {
+    const Cell shape{node.family, node.u0, node.u1, 0, 1, 0, node.h0, node.h1, noiseHalfWidth,
                      node.logPrior + logNoisePrior, 0, -1};
-    evaluator.add(shape, tables, sums, cells, pool);
+    evaluator.add(shape, nodes, tables ? &*tables : nullptr, basis.values(node.family, node.theta), cells, pool);
   }
 
   std::vector<double> weight;
@@ -307,7 +380,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
     std::sort(split.begin(), split.end(), std::greater<>());  // erase from the back first
     std::vector<Cell> children;
     for (std::size_t i : split) {
-      refine(cells[i], data, basis, evaluator, children, pool, sums);
+      refine(cells[i], data, basis, evaluator, children, pool);
       cells[i] = cells.back();
       cells.pop_back();
     }
@@ -315,7 +388,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   }
 
   // Keep the heaviest cells holding 1 - dropMass with their per-curve posteriors.
-  const std::vector<std::size_t> kept = heaviest(cells, 1.0 - options.dropMass, cells.size(), weight, total);
+  const std::vector<std::size_t> kept = withoutLightest(cells, options.dropMass, weight);
   double keptTotal = 0;
   for (std::size_t i : kept) keptTotal += weight[i];
   const std::size_t curveCount = data.curves.size();
@@ -328,6 +401,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
     state->theta.push_back(detail::familyTheta(cell.family, cell.u0, cell.u1));
     state->noiseSd.push_back(std::exp(cell.logSigma));
     state->binomialScale.push_back(cell.binomialScale);
+    state->sharedSd.push_back(cell.sharedSd);
     for (std::size_t c = 0; c < curveCount; ++c) {
       const CurveFit& fit = pool[static_cast<std::size_t>(cell.fit) + c];
       state->coef.push_back(detail::coefFromGaussian(fit.meanA, fit.meanB, fit.covAA, fit.covAB, fit.covBB));

@@ -1,13 +1,16 @@
 // The collapsed MCMC reference (McmcMethod::kCollapsed, the default of fitMcmc()).
 //
-// Chains move on (family k, u0, u1, log sigma, lambda) with the curves' (a_c, b_c) integrated out by the closed
-// form of evidence.cpp (checked against brute-force quadrature in the tests), so the target is exactly
-// the density fitFast() puts on its grid, but continuous. Moves per iteration:
+// Chains move on (family k, u0, u1, log sigma, lambda, tau) with the curves' (a_c, b_c) and the shared
+// noise terms integrated out by the dense joint regression of joint_evidence.cpp (fitFast uses the
+// rotated closed form of the symmetric layout; the tests check both against brute-force quadrature),
+// so the target is exactly the density fitFast() puts on its grid, but continuous. Moves per iteration:
 //   - Gaussian random walk on (u0, u1, log sigma), step adapted towards 30% acceptance during burn-in;
-//   - a family switch keeping (u, sigma), and a switch of the binomial scale lambda (with counts);
+//   - a family switch keeping (u, sigma), a switch of the binomial scale lambda (with counts) and one
+//     of the shared noise sd tau;
 //   - with probability 0.1, an independence proposal of (k, u) from the prior (leaves local modes).
-// For each kept state, every curve's (a_c, b_c) is drawn from its Gaussian conditional posterior with
-// b_c >= 0 (exact truncated-normal sampling), so the samples are draws from the full joint posterior.
+// For each kept state, every curve's (a_c, b_c) is drawn from its Gaussian marginal posterior with
+// b_c >= 0 (exact truncated-normal sampling): the model's per-curve treatment of the truncation, which
+// is exact for tau = 0 (the ensemble sampler draws the coupled, truncated coefficients jointly).
 // What this validates: the quadrature grid, the pruning, the per-component moment matching and the
 // mixture handling of fitFast(). The uncollapsed ensemble sampler checks the closed forms as well.
 #include <algorithm>
@@ -23,9 +26,11 @@ namespace adaprec::predictor {
 namespace detail {
 
 void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
-               double binomialScale, const std::vector<double>& start, const std::vector<double>& gain) {
+               double binomialScale, double sharedSd, const std::vector<double>& start,
+               const std::vector<double>& gain) {
   state.weight.push_back(0.0);
   state.binomialScale.push_back(binomialScale);
+  state.sharedSd.push_back(sharedSd);
   state.family.push_back(family);
   state.theta.push_back(theta);
   state.noiseSd.push_back(noiseSd);
@@ -43,13 +48,15 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 struct ChainState {
   Family family;
   double u0, u1, logSigma;
-  std::size_t scale;  // index into Data::binomialScales
+  std::size_t scale;   // index into Data::binomialScales
+  std::size_t shared;  // index into Data::sharedSds
   double logTarget;
 };
 
 class CollapsedTarget {
  public:
-  CollapsedTarget(const Data& data, const ModelOptions& model) : data_(data), model_(model) {}
+  CollapsedTarget(const Data& data, const ModelOptions& model)
+      : data_(data), model_(model), prior_(evidencePrior(model)), g_(data.distinctX.size()) {}
 
   // Sum over curves of the log evidence; fills the per-curve Gaussian posteriors when fits != nullptr.
   double operator()(const ChainState& s, std::vector<CurveFit>* fits = nullptr) const {
@@ -57,14 +64,18 @@ class CollapsedTarget {
         s.logSigma > std::log(model_.noiseMax)) {
       return kMinusInf;
     }
-    basisAt(data_, s.family, familyTheta(s.family, s.u0, s.u1), g_);
-    return evidenceAt(data_, model_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale], fits);
+    // The dense joint regression (not fitFast's rotated closed form), so the two paths check each other.
+    const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
+    for (std::size_t t = 0; t < g_.size(); ++t) g_[t] = basis(s.family, theta, data_.distinctX[t]);
+    return jointEvidence(data_, prior_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale],
+                         data_.sharedSds[s.shared], fits);
   }
 
  private:
   const Data& data_;
   const ModelOptions& model_;
-  mutable std::vector<std::vector<double>> g_;  // scratch
+  const EvidencePrior prior_;
+  mutable std::vector<double> g_;  // scratch: the basis at every distinct x
 };
 
 // A draw from N(m, s^2) truncated to [0, inf): plain rejection when that accepts often, else Robert's
@@ -102,13 +113,15 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
   auto pickFamily = [&]() { return families[static_cast<std::size_t>(unit(rng) * families.size()) % families.size()]; };
   const std::size_t scaleCount = state->data.binomialScales.size();
   auto pickScale = [&]() { return static_cast<std::size_t>(unit(rng) * scaleCount) % scaleCount; };
+  const std::size_t sharedCount = state->data.sharedSds.size();
+  auto pickShared = [&]() { return static_cast<std::size_t>(unit(rng) * sharedCount) % sharedCount; };
 
   std::vector<ChainState> samples;
   for (std::size_t chain = 0; chain < chainCount; ++chain) {
     // Start from the prior; burn-in walks to the posterior.
     ChainState s;
     do {
-      s = {pickFamily(), unit(rng), unit(rng), logLo + (logHi - logLo) * unit(rng), pickScale(), 0.0};
+      s = {pickFamily(), unit(rng), unit(rng), logLo + (logHi - logLo) * unit(rng), pickScale(), pickShared(), 0.0};
       s.logTarget = target(s);
     } while (!std::isfinite(s.logTarget));
     double step = 0.1;
@@ -136,6 +149,14 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
         p = s;
         p.scale = pickScale();
         if (p.scale != s.scale) {
+          p.logTarget = target(p);
+          if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
+        }
+      }
+      if (sharedCount > 1) {
+        p = s;
+        p.shared = pickShared();
+        if (p.shared != s.shared) {
           p.logTarget = target(p);
           if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
         }
@@ -172,7 +193,7 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
       start[c] = f.meanA + r * (b - f.meanB) + condSd * normal(rng);
     }
     addSample(*state, s.family, familyTheta(s.family, s.u0, s.u1), std::exp(s.logSigma),
-              state->data.binomialScales[s.scale], start, gain);
+              state->data.binomialScales[s.scale], state->data.sharedSds[s.shared], start, gain);
     state->weight.back() = 1.0 / keep;
   }
   return Posterior(std::move(state));

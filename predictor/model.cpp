@@ -72,6 +72,15 @@ void ModelOptions::check() const {
   for (double scale : binomialScales) {
     ADAPREC_CHECK_ARG(std::isfinite(scale) && scale > 0, "ModelOptions: binomial scales must be > 0, got " << scale);
   }
+  ADAPREC_CHECK_ARG(!sharedNoiseSds.empty(), "ModelOptions: sharedNoiseSds must not be empty (use {0})");
+  for (std::size_t i = 0; i < sharedNoiseSds.size(); ++i) {
+    ADAPREC_CHECK_ARG(std::isfinite(sharedNoiseSds[i]) && sharedNoiseSds[i] >= 0,
+                      "ModelOptions: shared noise sds must be finite and >= 0, got " << sharedNoiseSds[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      ADAPREC_CHECK_ARG(sharedNoiseSds[i] != sharedNoiseSds[j],
+                        "ModelOptions: shared noise sd " << sharedNoiseSds[i] << " listed twice");
+    }
+  }
   ADAPREC_CHECK_ARG(stepScale >= 0 && std::isfinite(stepScale),
                     "ModelOptions: stepScale must be >= 0, got " << stepScale);
 }
@@ -145,14 +154,6 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
     for (std::size_t i = 0; i < curve.steps.size(); ++i) {
       d.x.push_back(curve.steps[i] / data.stepScale);
       d.y.push_back(curve.values[i]);
-      double tau = 0;
-      if (d.hasCounts) {
-        // Binomial variance at a smoothed proportion, so that 0/n and n/n still carry noise.
-        const double n = curve.sampleCounts[i];
-        const double p = (curve.values[i] * n + 0.5) / (n + 1.0);
-        tau = p * (1.0 - p) / n;
-      }
-      d.tau.push_back(tau);
     }
     d.lastCount = d.hasCounts ? curve.sampleCounts.back() : 0.0;
     if (d.hasCounts) data.binomialScales = model.binomialScales;
@@ -160,13 +161,42 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
     data.curves.push_back(std::move(d));
   }
   if (data.binomialScales.empty()) data.binomialScales = {1.0};
+  data.sharedSds = model.sharedNoiseSds;
   std::sort(data.distinctX.begin(), data.distinctX.end());
   data.distinctX.erase(std::unique(data.distinctX.begin(), data.distinctX.end()), data.distinctX.end());
-  for (CurveData& d : data.curves) {
-    for (double x : d.x) {
-      d.xIndex.push_back(static_cast<int>(std::lower_bound(data.distinctX.begin(), data.distinctX.end(), x) -
-                                          data.distinctX.begin()));
+  data.pointsAt.resize(data.distinctX.size());
+  for (std::size_t c = 0; c < data.curves.size(); ++c) {
+    CurveData& d = data.curves[c];
+    for (std::size_t i = 0; i < d.x.size(); ++i) {
+      const int t = static_cast<int>(std::lower_bound(data.distinctX.begin(), data.distinctX.end(), d.x[i]) -
+                                     data.distinctX.begin());
+      d.xIndex.push_back(t);
+      data.pointsAt[static_cast<std::size_t>(t)].emplace_back(static_cast<int>(c), static_cast<int>(i));
     }
+  }
+  // Binomial variance at the accuracy pooled over the curves with counts at the step (smoothed, so that
+  // 0/n and n/n still carry noise): related curves share the accuracy up to small differences, and the
+  // pooled value gives them equal variances, which keeps the symmetric fast path (one curve: its own).
+  for (const auto& at : data.pointsAt) {
+    double hits = 0, total = 0;
+    for (const auto& [c, i] : at) {
+      const Curve& curve = curves[static_cast<std::size_t>(c)];
+      if (curve.sampleCounts.empty()) continue;
+      hits += curve.values[static_cast<std::size_t>(i)] * curve.sampleCounts[static_cast<std::size_t>(i)];
+      total += curve.sampleCounts[static_cast<std::size_t>(i)];
+    }
+    const double p = (hits + 0.5) / (total + 1.0);
+    for (const auto& [c, i] : at) {
+      const Curve& curve = curves[static_cast<std::size_t>(c)];
+      const double n = curve.sampleCounts.empty() ? 0.0 : curve.sampleCounts[static_cast<std::size_t>(i)];
+      data.curves[static_cast<std::size_t>(c)].tau.push_back(n > 0 ? p * (1.0 - p) / n : 0.0);
+    }
+  }
+  // pointsAt visits each curve's points in step order, so tau lines up with x.
+  data.symmetric = true;
+  for (const CurveData& d : data.curves) {
+    const CurveData& first = data.curves.front();
+    data.symmetric = data.symmetric && d.x == first.x && d.tau == first.tau && d.hasCounts == first.hasCounts;
   }
   return data;
 }

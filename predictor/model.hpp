@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "adaprec/predictor.hpp"
@@ -13,7 +15,8 @@ namespace adaprec::predictor::detail {
 
 inline constexpr double kLog2Pi = 1.8378770664093454836;
 
-// One curve after normalisation: x = step / stepScale, tau = known binomial variance (0 without n).
+// One curve after normalisation: x = step / stepScale, tau = known binomial variance (0 without n), at
+// the accuracy pooled over the curves with counts at that step.
 struct CurveData {
   std::vector<double> x, y, tau;
   std::vector<int> xIndex;  // per point: its x's position in Data::distinctX
@@ -28,6 +31,12 @@ struct Data {
   // The distinct x of all curves, ascending: related curves are usually evaluated at the same steps,
   // so fitFast computes the basis once per distinct step instead of once per curve point.
   std::vector<double> distinctX;
+  // Per distinct x: the (curve, point) pairs observed there. The shared noise term s_t couples exactly these.
+  std::vector<std::vector<std::pair<int, int>>> pointsAt;
+  std::vector<double> sharedSds;  // the model's tau values
+  // Every curve has the same steps and the same per-point variances (counts): the across-curve mean
+  // and the contrasts then decouple (symmetricEvidence), which is fitFast's fast path.
+  bool symmetric = false;
 };
 
 Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model);
@@ -78,12 +87,35 @@ inline CurveFit curveEvidence(const Sums& sums, const ModelOptions& model) {
   return curveEvidence(sums, evidencePrior(model));
 }
 
-// Basis values of every point of every curve, and the summed log evidence of all curves at one noise
-// level with (optionally) each curve's Gaussian posterior: the direct path, used wherever a grid node's
-// precomputed tables do not apply (refined cells, the final components, the collapsed MCMC).
-void basisAt(const Data& data, Family family, const std::array<double, 2>& theta, std::vector<std::vector<double>>& g);
-double evidenceAt(const Data& data, const ModelOptions& model, const std::vector<std::vector<double>>& g, double sigma,
-                  double binomialScale, std::vector<CurveFit>* fits = nullptr);
+// With a shared noise term s_t ~ N(0, tau^2) per step, the curves observed at one step are correlated
+// (covariance D_t + tau^2 11'), so the coefficients of all curves form one 2C-dimensional Gaussian
+// regression. The b_c >= 0 truncation enters per curve: the evidence is multiplied by
+// prod_c P(b_c >= 0 | y) / P(b_c >= 0) with the posterior *marginals* of the b_c (exact for tau = 0, where the
+// curves are independent; the orthant probability of correlated b_c is approximated by the product).
+// jointEvidence: any layout (curves at different steps), dense 2C x 2C algebra. g holds the basis at
+// every Data::distinctX. marginals (if given) receive each curve's untruncated Gaussian posterior.
+double jointEvidence(const Data& data, const EvidencePrior& prior, const std::vector<double>& g, double sigma,
+                     double binomialScale, double sharedSd, std::vector<CurveFit>* marginals = nullptr);
+
+// The same for Data::symmetric (C curves at the same T steps, per-step variance v_t): rotating each step's
+// C observations into their mean and C-1 orthonormal contrasts, the contrasts do not see s_t and share one
+// 2x2 posterior precision; the mean sees v_t / C + tau^2. Sums over the steps, w_t = 1 / v_t,
+// wm_t = 1 / (v_t + C tau^2), ybar_t the mean over the curves:
+struct SymmetricSums {
+  double count = 0, w = 0, wg = 0, wgg = 0, logVariance = 0;  // sum 1, w, w g, w g^2, log v_t
+  double wyy = 0;       // sum over curves and steps of w y^2
+  double wyMeanSq = 0;  // sum w ybar^2
+  std::vector<double> wy, wyg;  // per curve: sum w y_c, sum w g y_c
+  double mw = 0, mwg = 0, mwgg = 0, mwy = 0, mwyg = 0, mwyy = 0, mLogVariance = 0;  // with wm_t and ybar_t
+};
+// Log evidence (as jointEvidence) and, if given, each curve's untruncated marginal posterior. If the
+// evidence without the truncation factors P(b_c >= 0 | y) <= 1 (an upper bound) is below floor, that
+// bound is returned at once and marginals are left as they are (fitFast: the cell cannot matter).
+double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, std::vector<CurveFit>* marginals,
+                         double floor = -std::numeric_limits<double>::infinity());
+// The sums by their definition, point by point (fitFast forms them faster, per grid node).
+SymmetricSums symmetricSums(const Data& data, const std::vector<double>& g, double sigma, double binomialScale,
+                            double sharedSd);
 
 // Standard normal helpers that stay finite in the tails.
 double normalCdf(double z);
@@ -107,6 +139,7 @@ struct PosteriorState {
   std::vector<std::array<double, 2>> theta;
   std::vector<double> noiseSd;
   std::vector<double> binomialScale;   // lambda per component
+  std::vector<double> sharedSd;        // tau per component
   std::vector<CurveCoef> coef;         // component k, curve c at k * curveCount + c
 };
 
@@ -116,7 +149,8 @@ Posterior fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelOptions& 
 
 // Appends one posterior sample as a point-mass component (weights are set by the caller).
 void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
-               double binomialScale, const std::vector<double>& start, const std::vector<double>& gain);
+               double binomialScale, double sharedSd, const std::vector<double>& start,
+               const std::vector<double>& gain);
 
 // Converts a Gaussian (a, b) posterior into predictive coefficients under the b >= 0 truncation.
 CurveCoef coefFromGaussian(double meanA, double meanB, double covAA, double covAB, double covBB);

@@ -3,7 +3,9 @@
 // Component k predicts the latent value of curve c at basis value g as c0 + (r + g) b + N(0, varCond)
 // with b's (truncated) moments muB, varB; it is moment-matched to one Gaussian per component (exact for
 // MCMC samples and for untruncated b; the skew of a truncated b is dropped) and the observation noise
-// sigma_k^2 + lambda_k p(1-p)/n is added. The mixture is then truncated to [0, 1] by Predictive.
+// sigma_k^2 + lambda_k p(1-p)/n + tau_k^2 is added: a future evaluation brings its own shared term s_t,
+// independent of the observed ones (a step that was already observed is treated as a new evaluation).
+// The mixture is then truncated to [0, 1] by Predictive.
 #include <algorithm>
 #include <cmath>
 
@@ -37,7 +39,7 @@ Predictive Posterior::predictive(std::size_t curve, double step, const PredictOp
     means[k] = coef.c0 + slope * coef.muB;
     double var = slope * slope * coef.varB + coef.varCond;
     if (options.observationNoise) {
-      var += s.noiseSd[k] * s.noiseSd[k];
+      var += s.noiseSd[k] * s.noiseSd[k] + s.sharedSd[k] * s.sharedSd[k];
       if (count > 0) {
         const double p = std::clamp(means[k], 0.0, 1.0);
         var += s.binomialScale[k] * p * (1.0 - p) / count;
@@ -75,6 +77,7 @@ PosteriorSummary Posterior::summary() const {
     out.familyWeights[static_cast<int>(s.family[k])] += w;
     out.noiseSdMean += w * s.noiseSd[k];
     out.binomialScaleMean += w * (s.binomialScale[k] - 1.0);
+    out.sharedNoiseSdMean += w * s.sharedSd[k];
     for (std::size_t c = 0; c < curveCount; ++c) {
       const detail::CurveCoef& coef = s.coef[k * curveCount + c];
       // g -> 1 far out: asymptote = a + b = c0 + (r + 1) b.

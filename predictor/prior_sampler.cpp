@@ -17,14 +17,20 @@ PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vect
     draw.family = model.families[static_cast<std::size_t>(unit(rng) * model.families.size()) % model.families.size()];
     draw.theta = familyTheta(draw.family, unit(rng), unit(rng));
     draw.noiseSd = model.noiseMin * std::pow(model.noiseMax / model.noiseMin, unit(rng));
+    const std::size_t sharedCount = model.sharedNoiseSds.size();
+    draw.sharedSd = model.sharedNoiseSds[static_cast<std::size_t>(unit(rng) * sharedCount) % sharedCount];
+    std::vector<double> shared;  // s_t, one per step, common to every curve
+    for (std::size_t t = 0; t < steps.size(); ++t) shared.push_back(draw.sharedSd * normal(rng));
     bool valid = true;
     for (int c = 0; c < curveCount && valid; ++c) {
       const double a = model.startMean + model.startSd * normal(rng);
       double b = -1;
       while (b < 0) b = model.gainMean + model.gainSd * normal(rng);
       Curve curve;
-      for (double step : steps) {
-        const double y = a + b * basis(draw.family, draw.theta, step / stepScale) + draw.noiseSd * normal(rng);
+      for (std::size_t t = 0; t < steps.size(); ++t) {
+        const double step = steps[t];
+        const double y =
+            a + b * basis(draw.family, draw.theta, step / stepScale) + shared[t] + draw.noiseSd * normal(rng);
         if (!(y >= 0 && y <= 1)) valid = false;
         curve.steps.push_back(step);
         curve.values.push_back(y);

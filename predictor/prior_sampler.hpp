@@ -15,10 +15,11 @@ struct PriorDraw {
   Family family = Family::kPow3;
   std::array<double, 2> theta{};
   double noiseSd = 0;
+  double sharedSd = 0;  // tau: the sd of the term every curve shares at one step
   std::vector<double> start, gain;  // a_c, b_c
 };
 
-// Draws (family, theta, sigma) once and (a_c, b_c) per curve, then values at `steps` with x = step /
+// Draws (family, theta, sigma, tau) once, (a_c, b_c) per curve and the shared term s_t per step, then values at `steps` with x = step /
 // stepScale. Draws whose values leave [0, 1] are rejected and redrawn, i.e. the prior is conditioned on
 // valid accuracies (the predictive's truncation to [0, 1] mirrors that).
 PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vector<double>& steps,

@@ -100,6 +100,12 @@ std::vector<ap::Curve> firstPoints(const std::vector<ap::Curve>& full, int m) {
   return out;
 }
 
+std::string sharedList(const ap::ModelOptions& model) {
+  std::string out;
+  for (double v : model.sharedNoiseSds) out += (out.empty() ? "" : ",") + std::to_string(v).substr(0, 6);
+  return out;
+}
+
 // CPU time of this thread: the machine is shared, and the goal is stated per core.
 double cpuMs() {
   timespec t;
@@ -198,6 +204,8 @@ int main(int argc, char** argv) {
   app.add_option("--gain-mean", model.gainMean, "model prior: gainMean");
   app.add_option("--gain-sd", model.gainSd, "model prior: gainSd");
   app.add_option("--noise-max", model.noiseMax, "model prior: noiseMax");
+  app.add_option("--shared-noise", model.sharedNoiseSds, "model prior: sharedNoiseSds, the values of tau "
+                 "(comma-separated; 0 alone: no noise shared across the curves)")->delimiter(',');
   app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
@@ -207,10 +215,10 @@ int main(int argc, char** argv) {
   }
   try {
     std::printf("adaprec-predictor-bench: sets=%d per source, %d curves x %d points, seed=%llu, mcmc=%s, counts=%s, anchor=%s, "
-                "fast grid %d/%d/%d(%d with counts) refine %d x %d\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
+                "fast grid %d/%d/%d(%d with counts) refine %d x %d, tau in {%s}\n", sets, kCurves, kPoints, static_cast<unsigned long long>(seed),
                 noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes", anchor ? "yes" : "no",
                 fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.noiseGridWithCounts,
-                fastOptions.refineLevels, fastOptions.refineCells);
+                fastOptions.refineLevels, fastOptions.refineCells, sharedList(model).c_str());
     const std::vector<int> cutoffs = {10, 20, 40};
     std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
     if (noMcmc) methods.erase(methods.begin() + 1);

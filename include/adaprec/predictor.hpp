@@ -7,9 +7,12 @@
 // are shared by all curves of a fit, and a_c (start) and b_c >= 0 (gain) belong to curve c. Observations
 // carry Gaussian noise of variance sigma^2 (+ lambda p(1-p)/n when sample counts n are given; lambda
 // <= 1 because a fixed validation set makes successive evaluations fluctuate less than independent
-// binomial draws).
+// binomial draws), plus a term s_t ~ N(0, tau^2) shared by every curve observed at the same step t
+// (branches of one checkpoint see the same batches and the same validation images, so their dips
+// coincide); a prediction of a later step includes a fresh s_t.
 //
-// fitFast() integrates (a_c, b_c) in closed form and (family, theta, sigma) on a quadrature grid: a
+// fitFast() integrates (a_c, b_c) and the shared terms in closed form and (family, theta, sigma, lambda,
+// tau) on a quadrature grid: a
 // posterior mixture in milliseconds. fitMcmc() samples the same posterior by MCMC and is the reference
 // fitFast() is validated against. Both return a Posterior whose
 // predictive distributions are mixtures of Gaussians truncated to [0, 1].
@@ -67,6 +70,10 @@ struct ModelOptions {
   double noiseMax = 0.3;
   // lambda, uniform over these values, scales the binomial variance p(1-p)/n (used only with counts).
   std::vector<double> binomialScales = {0.25, 0.5, 1.0};
+  // tau, the sd of the noise shared by all curves observed at one step, uniform over these values (>= 0,
+  // distinct; {0} gives independent noise per curve). The binomial variance of a point then uses the
+  // pooled accuracy of all curves with counts at its step.
+  std::vector<double> sharedNoiseSds = {0.0, 0.005, 0.01, 0.02, 0.04};
   // Steps are divided by stepScale; 0 means "the largest observed step". kappa ranges (docs) are in
   // these units, so the default adapts the prior to the observed window.
   double stepScale = 0.0;
@@ -86,11 +93,13 @@ struct FastOptions {
   void check() const;
 };
 
-// The MCMC reference. kCollapsed: random-walk Metropolis over (family, theta, log sigma, lambda) on the closed-form
-// evidence, with every curve's (a, b) drawn exactly from its conditional posterior for each kept sample
+// The MCMC reference. kCollapsed: random-walk Metropolis over (family, theta, log sigma, lambda, tau) on the
+// closed-form evidence, with every curve's (a, b) drawn exactly from its conditional posterior for each kept sample
 // (well mixing; validates the quadrature, pruning and mixture). kEnsemble: affine-invariant ensemble
-// sampler (Goodman & Weare stretch move, as Domhan et al.) on all parameters, nothing integrated out
-// (validates the closed forms too, but mixes slowly across families).
+// sampler (Goodman & Weare stretch move, as Domhan et al.) on all parameters, only the shared noise
+// terms integrated out (validates the closed forms, including the per-curve treatment of the b >= 0
+// truncation, but mixes slowly across families; it requires exactly one ModelOptions::sharedNoiseSds
+// value, because switches of tau at fixed coefficients do not mix).
 enum class McmcMethod : int { kCollapsed = 0, kEnsemble = 1 };
 
 struct McmcOptions {
@@ -147,6 +156,7 @@ struct PosteriorSummary {
   std::array<double, kFamilyCount> familyWeights{};
   double noiseSdMean = 0;
   double binomialScaleMean = 1;  // posterior mean of lambda (1 without sample counts)
+  double sharedNoiseSdMean = 0;  // posterior mean of tau
   std::vector<double> startMean, gainMean, asymptoteMean, asymptoteSd;  // per curve
   std::size_t componentCount = 0;
 };

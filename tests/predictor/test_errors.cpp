@@ -71,12 +71,22 @@ TEST_CASE("invalid options and queries raise kInvalidArgument", "[predictor][err
   model = {};
   model.noiseMin = 0.5;
   CHECK(codeOf([&] { ap::fitFast(ok, model); }) == ErrorCode::kInvalidArgument);
+  for (const std::vector<double>& shared : {std::vector<double>{}, std::vector<double>{-0.01},
+                                           std::vector<double>{0.0, 0.01, 0.01}}) {
+    model = {};
+    model.sharedNoiseSds = shared;
+    CHECK(codeOf([&] { ap::fitFast(ok, model); }) == ErrorCode::kInvalidArgument);
+  }
+  model = {};
   ap::FastOptions fast;
   fast.grid2d = 1;
   CHECK(codeOf([&] { ap::fitFast(ok, {}, fast); }) == ErrorCode::kInvalidArgument);
   ap::McmcOptions mcmc;
   mcmc.method = ap::McmcMethod::kEnsemble;
   mcmc.walkers = 3;  // the stretch move needs an even split of the ensemble
+  CHECK(codeOf([&] { ap::fitMcmc(ok, {}, mcmc); }) == ErrorCode::kInvalidArgument);
+  mcmc = {};
+  mcmc.method = ap::McmcMethod::kEnsemble;  // the default model has several tau values: not for the ensemble
   CHECK(codeOf([&] { ap::fitMcmc(ok, {}, mcmc); }) == ErrorCode::kInvalidArgument);
   mcmc = {};
   mcmc.walkers = -1;

@@ -83,12 +83,32 @@ TEST_CASE("collapsed MCMC and fast posterior agree on two related curves with sa
   compare({a, b}, ap::ModelOptions{}, 1500.0, ap::McmcMethod::kCollapsed, 0.1);
 }
 
+TEST_CASE("collapsed MCMC and fast posterior agree on branches with a shared dip", "[predictor][mcmc]") {
+  // Three branches of one checkpoint whose evaluations dip together at steps 300 and 500 (the shared
+  // noise term; fitFast's rotated closed form against the MCMC's dense joint regression).
+  const std::vector<double> steps = {0, 100, 200, 300, 400, 500, 600};
+  const ap::Curve a{steps, {0.50, 0.60, 0.64, 0.61, 0.68, 0.65, 0.70}, std::vector<double>(7, 500)};
+  const ap::Curve b{steps, {0.50, 0.58, 0.63, 0.60, 0.66, 0.62, 0.68}, std::vector<double>(7, 500)};
+  const ap::Curve c{steps, {0.50, 0.61, 0.66, 0.62, 0.69, 0.66, 0.71}, std::vector<double>(7, 500)};
+  compare({a, b, c}, ap::ModelOptions{}, 1500.0, ap::McmcMethod::kCollapsed, 0.1);
+}
+
+TEST_CASE("collapsed MCMC and fast posterior agree on curves observed at different steps", "[predictor][mcmc]") {
+  // Partly shared steps: fitFast's general (dense) path; the shared term couples only steps 200 and 400.
+  const ap::Curve a{{100, 200, 300, 400, 500}, {0.40, 0.50, 0.56, 0.57, 0.61}, {}};
+  const ap::Curve b{{200, 250, 400, 450, 600}, {0.46, 0.50, 0.53, 0.55, 0.57}, {}};
+  compare({a, b}, ap::ModelOptions{}, 1500.0, ap::McmcMethod::kCollapsed, 0.1);
+}
+
 TEST_CASE("uncollapsed ensemble MCMC agrees with the fast posterior for one family", "[predictor][mcmc]") {
-  // Nothing integrated out here: this also checks the closed forms. One family, because the ensemble's
+  // Only the shared terms integrated out here: this also checks the closed forms. One family, because the ensemble's
   // family switches mix too slowly for a test-sized run.
   const ap::Curve a{{100, 200, 300, 400, 500, 600}, {0.40, 0.52, 0.58, 0.60, 0.63, 0.64}, {}};
   const ap::Curve b{{100, 200, 300, 400, 500, 600}, {0.38, 0.47, 0.53, 0.56, 0.58, 0.58}, {}};
   ap::ModelOptions model;
   model.families = {ap::Family::kPow3};
+  // One shared noise sd (the ensemble does not mix over tau), large enough to couple the two curves:
+  // the dense coupled likelihood and the per-curve truncation factors are checked, not just tau = 0.
+  model.sharedNoiseSds = {0.02};
   compare({a, b}, model, 1500.0, ap::McmcMethod::kEnsemble, 0.2);
 }
