@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,27 @@ double medianSeconds(int reps, F&& f) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Median seconds of each operation over `reps` rounds in which the operations take turns (memcpy,
+// encode, decode, decodeAdd, memcpy, ...). The memory bandwidth of a shared machine drifts by tens of
+// percent within seconds; a baseline timed at another moment than the codec would move every ratio.
+std::vector<double> interleavedMedians(int reps, const std::vector<std::function<void()>>& ops) {
+  std::vector<std::vector<double>> t(ops.size());
+  for (const auto& op : ops) op();  // warm-up: page faults, caches
+  for (int r = 0; r < reps; ++r) {
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      const auto start = Clock::now();
+      ops[k]();
+      t[k].push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+  std::vector<double> medians;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
 }
 
 struct ErrorStats {
@@ -92,24 +114,24 @@ int main(int argc, char** argv) try {
   const std::vector<float> x = adaprec::bench::gradientLikeData(count, seed);
   std::vector<float> y(count), acc(count);
   const double fp32Bytes = 4.0 * count;
-  const double memcpySeconds = medianSeconds(reps, [&] { std::memcpy(y.data(), x.data(), count * sizeof(float)); });
-  const double memcpyRate = 2 * fp32Bytes / memcpySeconds;
   std::printf("# %zu elements (%.0f MiB fp32), gradient-like data, seed %llu, host kernels: %s\n", count,
               fp32Bytes / (1 << 20), static_cast<unsigned long long>(seed), adaprec::codec::hostKernels().isa);
-  std::printf("# memcpy: %.2f GB/s (read+written); xmemcpy = codec throughput / memcpy throughput\n",
-              memcpyRate / 1e9);
-  std::printf("%-7s %6s %9s %9s %9s %9s %9s %9s %10s %8s\n", "format", "ratio", "enc GB/s", "enc x", "dec x",
-              "decAdd x", "enc+dec x", "relRMS", "flushed0", "signflip");
+  std::printf("# x = codec throughput / memcpy throughput, memcpy timed in turns with each format's operations\n");
+  std::printf("%-7s %6s %8s %9s %7s %7s %8s %9s %9s %10s %8s\n", "format", "ratio", "memcpy", "enc GB/s", "enc x",
+              "dec x", "decAdd x", "enc+dec x", "relRMS", "flushed0", "signflip");
 
   nlohmann::json rows = nlohmann::json::array();
   for (adaprec::Format format : formats) {
     const std::size_t bytes = adaprec::encodedBytes(format, count);
     std::vector<unsigned char> chunk(bytes);
-    const double enc = medianSeconds(reps, [&] { adaprec::encode(format, x.data(), count, chunk.data(), bytes); });
-    const double dec = medianSeconds(reps, [&] { adaprec::decode(format, chunk.data(), bytes, y.data(), count); });
     std::fill(acc.begin(), acc.end(), 0.0f);
-    const double decAdd =
-        medianSeconds(reps, [&] { adaprec::decodeAdd(format, chunk.data(), bytes, acc.data(), count); });
+    const std::vector<double> seconds = interleavedMedians(
+        reps, {[&] { std::memcpy(y.data(), x.data(), count * sizeof(float)); },
+               [&] { adaprec::encode(format, x.data(), count, chunk.data(), bytes); },
+               [&] { adaprec::decode(format, chunk.data(), bytes, y.data(), count); },
+               [&] { adaprec::decodeAdd(format, chunk.data(), bytes, acc.data(), count); }});
+    const double memcpySeconds = seconds[0], enc = seconds[1], dec = seconds[2], decAdd = seconds[3];
+    const double memcpyRate = 2 * fp32Bytes / memcpySeconds;
     adaprec::decode(format, chunk.data(), bytes, y.data(), count);
     const ErrorStats err = errorStats(x, y);
 
@@ -118,8 +140,8 @@ int main(int argc, char** argv) try {
     const double decAddRate = (2 * fp32Bytes + bytes) / decAdd;
     const double roundTripRate = 2 * (fp32Bytes + bytes) / (enc + dec);
     const std::string name(adaprec::formatName(format));
-    std::printf("%-7s %6.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.3g %10.4f %8.4f\n", name.c_str(), fp32Bytes / bytes,
-                encRate / 1e9, encRate / memcpyRate, decRate / memcpyRate, decAddRate / memcpyRate,
+    std::printf("%-7s %6.2f %8.2f %9.2f %7.2f %7.2f %8.2f %9.2f %9.3g %10.4f %8.4f\n", name.c_str(), fp32Bytes / bytes,
+                memcpyRate / 1e9, encRate / 1e9, encRate / memcpyRate, decRate / memcpyRate, decAddRate / memcpyRate,
                 roundTripRate / memcpyRate, err.relRms, err.flushed, err.signFlips);
     nlohmann::json row = {{"format", name},          {"count", count},
                           {"ratio", fp32Bytes / bytes}, {"encode_s", enc},

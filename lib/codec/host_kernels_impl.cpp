@@ -1,10 +1,9 @@
 // Hot loops of the host codecs. This file is compiled once per ISA variant with ADAPREC_ISA set to
 // the variant's name (see host_kernels.hpp); loops are written so the compiler vectorizes them.
 #include <algorithm>
-#include <array>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #if defined(__BMI2__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -35,6 +34,15 @@ inline T load(const std::uint8_t* p, std::size_t i) {
 template <class T>
 inline void store(std::uint8_t* p, std::size_t i, T v) {
   std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+}
+
+// Software prefetch of the line kPrefetchAhead bytes beyond p, issued once per 64-byte step of a
+// stream. On the development VM (AMD EPYC, AVX-512) the hardware prefetcher alone left the fp8s
+// encoder at about half of memcpy's bandwidth; 8 KiB ahead measured best of 1-16 KiB. A prefetch never faults,
+// so it may point past the end of the buffer (the address is formed as an integer for that reason).
+inline constexpr std::size_t kPrefetchAhead = 8192;
+inline void prefetchAhead(const void* p) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + kPrefetchAhead));
 }
 
 void decodeAddF32(const std::uint8_t* src, std::size_t n, float* acc) {
@@ -424,6 +432,7 @@ std::uint32_t treeCodes(const float* src, std::size_t len, std::uint8_t* codes, 
   const __m512i abs16 = _mm512_set1_epi32(0x7fffffff), inf16 = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
   __mmask16 special16 = 0;
   for (; i + 16 <= len; i += 16) {
+    prefetchAhead(src + i);
     const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
     const __m512i a = _mm512_and_si512(u, abs16);
     special16 |= _mm512_cmpge_epu32_mask(a, inf16);
@@ -457,51 +466,30 @@ std::uint32_t treeCodes(const float* src, std::size_t len, std::uint8_t* codes, 
 #endif
 
 #if defined(__AVX512F__)
-// Small tables (N = 2..4) by bit planes: for sixteen elements, one compare mask per midpoint gives
-// the thermometer t_k = (|x| > mids[k-1]), which is non-increasing in k because the midpoints are
-// sorted; bit i of the index #{k : t_k} is then OR over q of (t_{q 2^(i+1) + 2^i} AND NOT
-// t_{(q+1) 2^(i+1)}). Each 16-bit index-bit mask and the sign mask are deposited (pdep) straight
-// into their places in the packed codes: 16 codes = 2N bytes, no per-element byte codes.
-// Bit `kBit` of each of the 16 packed N-bit codes: the pdep mask of index bit (or sign) kBit.
-template <unsigned kBits, unsigned kBit>
-constexpr std::uint64_t planePattern() {
-  std::uint64_t p = 0;
-  for (unsigned j = 0; j < 16; ++j) p |= std::uint64_t{1} << (j * kBits + kBit);
-  return p;
-}
-
-// Index bit kBit of sixteen elements from their thermometer masks t[1..kMids] (t[0] unused).
-template <unsigned kBits, unsigned kBit>
-inline std::uint32_t indexPlane(const std::uint32_t* t) {
-  constexpr unsigned kMids = (1u << (kBits - 1)) - 1;
-  std::uint32_t plane = 0;
-  for (unsigned low = 1u << kBit; low <= kMids; low += 2u << kBit) {
-    const unsigned high = low + (1u << kBit);  // the next multiple of 2^(kBit+1)
-    plane |= t[low] & ~(high <= kMids ? t[high] : 0u);
-  }
-  return plane;
-}
-
+// Small tables (N = 2..4), sixteen elements at a time: the index is the count of midpoints below |x|
+// (a compare and a masked add per midpoint, all in vector lanes), the sign is OR'ed in, and the
+// sixteen byte codes are narrowed (vpmovdb) and packed eight at a time with pext. Measured ~15 %
+// faster at N = 4 than deriving the index bits from the compare masks with pdep (bit planes).
 template <unsigned kBits>
-std::uint32_t planeEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
-  static_assert(kBits >= 2 && kBits <= 4);
+std::uint32_t countEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
   constexpr unsigned kMids = (1u << (kBits - 1)) - 1;
   __m512 mid[kMids];
   for (unsigned k = 0; k < kMids; ++k) mid[k] = _mm512_set1_ps(mids[k]);
   const __m512i absMask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
+  const __m512i one = _mm512_set1_epi32(1), signAt = _mm512_set1_epi32(1 << (kBits - 1));
   __mmask16 special = 0;
   for (std::size_t i = 0; i + 16 <= n; i += 16) {
+    prefetchAhead(src + i);
     const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
     const __m512i a = _mm512_and_si512(u, absMask);
     special |= _mm512_cmpge_epu32_mask(a, inf);
-    std::uint32_t t[kMids + 1];  // t[k] for k = 1..kMids
-    for (unsigned k = 1; k <= kMids; ++k) t[k] = _mm512_cmp_ps_mask(_mm512_castsi512_ps(a), mid[k - 1], _CMP_GT_OQ);
-    std::uint64_t word = _pdep_u64(_mm512_cmplt_epi32_mask(u, _mm512_setzero_si512()), planePattern<kBits, kBits - 1>());
-    // One term per index bit, expanded at compile time: the masks and loop bounds must be constants
-    // for t[] to stay in registers (a run-time loop over the bits measured 3x slower).
-    [&]<unsigned... kBit>(std::integer_sequence<unsigned, kBit...>) {
-      ((word |= _pdep_u64(indexPlane<kBits, kBit>(t), planePattern<kBits, kBit>())), ...);
-    }(std::make_integer_sequence<unsigned, kBits - 1>{});
+    __m512i idx = _mm512_and_si512(_mm512_srli_epi32(u, 32 - kBits), signAt);
+    for (unsigned k = 0; k < kMids; ++k)
+      idx = _mm512_mask_add_epi32(idx, _mm512_cmp_ps_mask(_mm512_castsi512_ps(a), mid[k], _CMP_GT_OQ), idx, one);
+    const __m128i bytes = _mm512_cvtepi32_epi8(idx);
+    const std::uint64_t low = packEight<kBits>(static_cast<std::uint64_t>(_mm_cvtsi128_si64(bytes)));
+    const std::uint64_t high = packEight<kBits>(static_cast<std::uint64_t>(_mm_extract_epi64(bytes, 1)));
+    const std::uint64_t word = low | high << (8 * kBits);
     std::memcpy(dst + i / 8 * kBits, &word, 2 * kBits);
   }
   return special != 0;
@@ -517,9 +505,9 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   std::uint32_t nonFinite = 0;
 #if defined(__AVX512F__)
   if constexpr (kBits >= 2 && kBits <= 4) {
-    // Whole groups of 16 by bit planes; the rest (< 16 elements, byte-aligned) below.
+    // Whole groups of 16 by counting; the rest (< 16 elements, byte-aligned) below.
     const std::size_t head = n / 16 * 16;
-    nonFinite |= planeEncode<kBits>(src, head, mids, dst);
+    nonFinite |= countEncode<kBits>(src, head, mids, dst);
     src += head;
     dst += head / 8 * kBits;
     n -= head;
@@ -601,7 +589,17 @@ void decodeTableN(const std::uint8_t* src, std::size_t n, const float* signedTab
     const std::uint64_t low = unpackEight<kBits>(load<std::uint64_t>(src + g * kBits, 0) & kGroupMask);
     const std::uint64_t high = unpackEight<kBits>(load<std::uint64_t>(src + (g + 1) * kBits, 0) & kGroupMask);
     const __m512i idx = _mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<long long>(high), static_cast<long long>(low)));
-    const __m512 v = lookup16<kBits>(signedTable, idx);  // measured 2x a 16-lane gather at N = 8
+    __m512 v;
+    if constexpr (kBits >= 6) {
+      // The second half of the table is the negated first: look the magnitude up among K entries
+      // (lookup16 reads only the low N-1 index bits) and flip the sign with the code's sign bit;
+      // half the permutes of a 2K-entry lookup (table8 decode measured ~1.3x).
+      const __m512i signBit = _mm512_slli_epi32(idx, 32 - kBits);
+      v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(lookup16<kBits - 1>(signedTable, idx)), signBit,
+                                                        _mm512_set1_epi32(static_cast<int>(detail::kF32SignMask)), 0x78));
+    } else {
+      v = lookup16<kBits>(signedTable, idx);  // measured 2x a 16-lane gather at N = 8
+    }
     float* o = out + 8 * g;
     _mm512_storeu_ps(o, kAdd ? _mm512_add_ps(_mm512_loadu_ps(o), v) : v);
   }

@@ -6,15 +6,6 @@
 // A fragment, not a stand-alone header: it is included inside the ISA namespace after the includes
 // of host_kernels_impl.cpp (immintrin.h, scalar_convert.hpp, codec.hpp), so it includes nothing itself.
 
-// Software prefetch of the line kPrefetchAhead bytes beyond p, issued once per 64-byte step of a
-// stream. On the development VM (AMD EPYC, AVX-512) the hardware prefetcher alone left encoders at
-// about half of memcpy's bandwidth; 8 KiB ahead measured best of 1-16 KiB. A prefetch never faults,
-// so it may point past the end of the buffer (the address is formed as an integer for that reason).
-inline constexpr std::size_t kPrefetchAhead = 8192;
-inline void prefetchAhead(const void* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(p) + kPrefetchAhead), _MM_HINT_T0);
-}
-
 // Lanes [0, len) of a 16-lane operation (len <= 16).
 inline __mmask16 laneMask(std::size_t len) {
   return static_cast<__mmask16>(len >= 16 ? 0xffffu : (1u << len) - 1u);
