@@ -35,8 +35,9 @@ struct HostKernels {
 
   // Table-N: codes of `bits` bits against the K-1 midpoints; returns whether any element was NaN/Inf.
   bool (*encodeTable)(const float* src, std::size_t n, unsigned bits, const float* mids, std::uint8_t* dst);
-  // signedTable[code] is the value of code (sign bit on top of the index): 2K values, and at least
-  // 16 readable entries (the AVX2 decoder loads whole registers of it).
+  // signedTable[code] is the value of code (sign bit on top of the index): 2K values, the second K
+  // the negations of the first (the AVX-512 decoder looks magnitudes up and flips the sign bit), and
+  // at least 16 readable entries (the vector decoders load whole registers of it).
   void (*decodeTable)(const std::uint8_t* src, std::size_t n, unsigned bits, const float* signedTable,
                       float* dst);
   void (*decodeAddTable)(const std::uint8_t* src, std::size_t n, unsigned bits, const float* signedTable,
