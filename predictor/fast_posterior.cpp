@@ -1,26 +1,30 @@
-// fitFast(): the posterior mixture by quadrature over (family, theta, sigma) with (a_c, b_c) of every
-// curve integrated in closed form (evidence.cpp).
+// fitFast(): the posterior mixture by quadrature over (family, theta, sigma, lambda, tau) with (a_c, b_c)
+// of every curve and the shared noise terms s_t integrated in closed form (joint_evidence.cpp).
 //
 // The quadrature is a midpoint rule on cells of (u0, u1, log sigma), the coordinates in which the prior
 // is uniform (u1 only for two-parameter families): grid1d (one-parameter) or grid2d^2 (two-parameter)
 // theta cells times noiseGrid sigma cells per family (with sample counts: noiseGridWithCounts sigma
-// cells times each binomial scale lambda). A cell's weight is its prior mass times
-// prod_c p(y_c | centre); all curves share the cell (shared shape and noise), each keeps its own
-// (a_c, b_c). Then refineLevels times, the heaviest cells holding refineMass of the posterior (at most
-// refineCells of them) are split in three along every coordinate and their children evaluated: the
-// grid becomes fine exactly where the posterior is narrow (many points, little noise). Finally the
-// lightest cells holding dropMass are dropped and the rest keep their per-curve Gaussian posteriors.
+// cells times each binomial scale lambda), times every shared noise sd tau (discrete, like lambda). A
+// cell's weight is its prior mass times p(y_1..y_C | centre); all curves share the cell (shared shape
+// and noise), each keeps its own (a_c, b_c). Then refineLevels times, the heaviest cells holding
+// refineMass of the posterior (at most refineCells of them) are split in three along every continuous
+// coordinate and their children evaluated: the grid becomes fine exactly where the posterior is narrow
+// (many points, little noise). Finally the lightest cells holding dropMass are dropped and the rest keep
+// their per-curve Gaussian posteriors.
 //
 // Cost: the base grid dominates. Per theta the basis is evaluated once per distinct step (BasisTable,
-// shared by the curves), and each curve's basis sums for all noise cells come from one small matrix
-// product (with counts every point has its own variance sigma^2 + lambda tau_i; without, the sums are
-// the unweighted ones scaled by 1/sigma^2). A cell then costs one closed-form 2x2 solve per curve.
+// shared by the curves). Curves at common steps with equal variances (the branches of one checkpoint)
+// take the rotated closed form: per theta, one (noise cells x steps) x (steps x (2 + C)) product gives
+// the contrast sums and one (noise cells x tau values x steps) x (steps x 3) product the sums of the
+// across-curve mean (without counts, plain column sums scaled per cell); a cell then costs two 2x2
+// solves and C normal CDFs, and the CDFs are skipped when the cell's weight without them (an upper
+// bound) already rules it out. Other layouts take the dense 2C x 2C regression per cell (slower, exact).
 // The per-curve Gaussian posteriors of every cell that can still matter (log weight within
-// kStoreMargin of the heaviest seen so far) are kept from that solve, so the components need no
-// second pass over the data.
+// kStoreMargin of the heaviest seen so far) are kept (FitPool), so the components need no second pass.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -78,6 +82,11 @@ struct Cell {
   double logPrior, logWeight;
   std::ptrdiff_t fit;  // first of its curves' posteriors in the fit pool; -1: negligible, not stored
 };
+
+// The stored per-curve posteriors. A deque grows in blocks without copying and touches only the memory
+// it uses: a vector sized for the worst case (every base cell kept, 15 MB for 5 curves) cost more in
+// fresh pages than the fit itself, and growing one by copies is no better.
+using FitPool = std::deque<CurveFit>;
 
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -206,7 +215,7 @@ class CellEvaluator {
       : data_(data), prior_(prior), fits_(data.curves.size()) {}
 
   void add(const Cell& shape, const NoiseNodes& nodes, SymmetricTables* tables, const std::vector<double>& g,
-           std::vector<Cell>& cells, std::vector<CurveFit>& pool) {
+           std::vector<Cell>& cells, FitPool& pool) {
     const std::vector<detail::SymmetricSums>* sums = tables ? &tables->thetaSums(data_, g) : nullptr;
     const std::size_t sharedCount = nodes.shared.size();
     for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
@@ -305,7 +314,7 @@ std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double 
 // Splits a cell in three along each of its coordinates and evaluates the children (the 3 noise levels'
 // tables are computed once and shared by the 3 or 9 thetas).
 void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& basis, CellEvaluator& evaluator,
-            std::vector<Cell>& out, std::vector<CurveFit>& pool) {
+            std::vector<Cell>& out, FitPool& pool) {
   const bool two = parent.h1 > 0;
   const int n1 = two ? 3 : 1;
   NoiseNodes nodes;
@@ -360,10 +369,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
   const detail::EvidencePrior prior = detail::evidencePrior(model);
   detail::BasisTable basis(data.distinctX);
   CellEvaluator evaluator(data, prior);
-  std::vector<CurveFit> pool;
-  // A broad posterior (few points) stores nearly every base cell: size the pool once instead of
-  // growing it by copies (and fresh pages) while the grid is walked.
-  pool.reserve(thetaGrid.size() * cellsPerTheta * data.curves.size());
+  FitPool pool;
   // Base grid, with the theta-only work shared across noise cells.
   std::vector<Cell> cells;
   cells.reserve(thetaGrid.size() * cellsPerTheta);

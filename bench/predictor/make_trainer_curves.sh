@@ -13,6 +13,8 @@
 #   bench/predictor/make_trainer_curves.sh [BUILD_DIR [OUT_CSV]]
 #
 # BUILD_DIR defaults to build (it needs tools/train/adaprec-train); OUT_CSV to the checked-in file.
+# TRAINER_SETS="model seed lr start; ..." replaces the list of sets below (trainer_curves_heldout.csv
+# was written that way, with sets the model had not been designed on).
 # Takes 10-40 minutes on 2 cores, depending on their load; sets are appended as they finish.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,6 +35,9 @@ sets=(
   "mlp 4 0.03 200"
   "cnn 2 0.002 30"
 )
+if [ -n "${TRAINER_SETS:-}" ]; then
+  IFS=';' read -r -a sets <<< "$TRAINER_SETS"
+fi
 branchSteps=300
 evalEvery=10
 testImages=500

@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
         out["family_weights"][ap::familyName(f)] = summary.familyWeights[static_cast<int>(f)];
       }
       out["noise_sd_mean"] = summary.noiseSdMean;
+      out["shared_noise_sd_mean"] = summary.sharedNoiseSdMean;
       std::cout << out.dump(2) << std::endl;
     }
     if (!plotPath.empty()) {
