@@ -109,30 +109,7 @@ void decodeF16Fast(const std::uint8_t* src, std::size_t n, float* out) {
   }
 }
 
-// fp8/fp8s: code << 8 is the fp16 with the same value; scaled blocks multiply by g1 then g2.
-template <bool kAdd>
-void decodeFp8Run(const std::uint8_t* src, std::size_t n, detail::ScaleFactors g, float* out) {
-  const __m256 g1 = _mm256_set1_ps(g.first), g2 = _mm256_set1_ps(g.second);
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i codes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
-    const __m256 y = _mm256_mul_ps(_mm256_mul_ps(halvesToFloats(_mm_slli_epi16(codes, 8)), g1), g2);
-    _mm256_storeu_ps(out + i, kAdd ? _mm256_add_ps(_mm256_loadu_ps(out + i), y) : y);
-  }
-  for (; i < n; ++i) {
-    const float v = detail::mulRn(detail::mulRn(detail::Fp16Math::decode(std::uint32_t{src[i]} << 8), g.first), g.second);
-    out[i] = kAdd ? out[i] + v : v;
-  }
-}
-
-template <bool kAdd>
-void decodeFp8Fast(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* out) {
-  if (exps == nullptr) return decodeFp8Run<kAdd>(src, n, {1.0f, 1.0f}, out);
-  for (std::size_t b = 0, block = 0; b < n; b += kScaleBlock, ++block) {
-    const std::size_t len = std::min(kScaleBlock, n - b);
-    decodeFp8Run<kAdd>(src + b, len, detail::decodeFactors(load<std::int16_t>(exps, block)), out + b);
-  }
-}
+#include "codec/small_float_avx2.hpp"
 #endif
 
 // bf16 is the top half of fp32: decoding is a shift (the generic decode handles NaN the same way).
@@ -697,20 +674,19 @@ const HostKernels kKernels = {
     .decodeE4m3 = decodeSmallFloat16<detail::E4m3Math, false>,
     .decodeAddFp8 = decodeSmallFloat16<detail::Fp8Math, true>,
     .decodeAddE4m3 = decodeSmallFloat16<detail::E4m3Math, true>,
+#elif defined(__F16C__) && defined(__AVX2__)
+    .encodeFp8 = encodeSmallFloat8<detail::Fp8Math>,
+    .encodeE4m3 = encodeSmallFloat8<detail::E4m3Math>,
+    .decodeFp8 = decodeSmallFloat8<detail::Fp8Math, false>,
+    .decodeE4m3 = decodeSmallFloat8<detail::E4m3Math, false>,
+    .decodeAddFp8 = decodeSmallFloat8<detail::Fp8Math, true>,
+    .decodeAddE4m3 = decodeSmallFloat8<detail::E4m3Math, true>,
 #else
     .encodeFp8 = encode8<detail::Fp8Math>,
     .encodeE4m3 = encode8<detail::E4m3Math>,
-#if defined(__F16C__) && defined(__AVX2__)
-    .decodeFp8 = decodeFp8Fast<false>,
-#else
     .decodeFp8 = decode8<detail::Fp8Math, false>,
-#endif
     .decodeE4m3 = decode8<detail::E4m3Math, false>,
-#if defined(__F16C__) && defined(__AVX2__)
-    .decodeAddFp8 = decodeFp8Fast<true>,
-#else
     .decodeAddFp8 = decode8<detail::Fp8Math, true>,
-#endif
     .decodeAddE4m3 = decode8<detail::E4m3Math, true>,
 #endif
     .encodeTable = encodeTable,

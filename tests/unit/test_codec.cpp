@@ -228,7 +228,9 @@ void compareWithGeneric(const codec::HostKernels* fast) {
   std::vector<float> patterns;
   for (std::uint32_t hi = 0; hi < 0x10000; ++hi)
     for (std::uint32_t lo : {0u, 1u, 0xffffu}) patterns.push_back(detail::bitsFloat(hi << 16 | lo));
-  patterns.resize(patterns.size() + 13, -3.0f);  // a tail shorter than a vector
+  patterns.resize(patterns.size() + 13, -3.0f);  // a last block shorter than a vector, with
+  patterns[patterns.size() - 2] = INFINITY;       // non-finite values in its scalar tail
+  patterns[patterns.size() - 1] = NAN;
   for (const std::vector<float>& input : {x, patterns}) {
     const std::size_t m = input.size();
     INFO("8-bit floats, " << m << " elements");
