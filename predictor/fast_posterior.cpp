@@ -219,6 +219,8 @@ class CellEvaluator {
     const std::vector<detail::SymmetricSums>* sums = tables ? &tables->thetaSums(data_, g) : nullptr;
     const std::size_t sharedCount = nodes.shared.size();
     for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
+      detail::SymmetricContrasts contrasts;
+      if (sums) contrasts = detail::symmetricContrasts((*sums)[j * sharedCount], prior_);
       for (std::size_t k = 0; k < sharedCount; ++k) {
         Cell cell = shape;
         cell.logSigma = std::log(nodes.sd[j]);
@@ -227,7 +229,7 @@ class CellEvaluator {
         // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
         const double floor = maxLog_ - kStoreMargin - cell.logPrior;
         const double logEvidence =
-            sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, &fits_, floor)
+            sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, contrasts, &fits_, floor)
                  : detail::jointEvidence(data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
         cell.logWeight = cell.logPrior + logEvidence;
         cell.fit = -1;

@@ -103,27 +103,45 @@ double jointEvidence(const Data& data, const EvidencePrior& prior, const std::ve
   return logEvidence;
 }
 
-double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, std::vector<CurveFit>* marginals,
-                         double floor) {
+SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrior& prior) {
   const std::size_t curveCount = s.wy.size();
   const double count = static_cast<double>(curveCount);
-  const double rootCount = std::sqrt(count);
   // Contrasts: precision A = V0^-1 + X'D^-1 X, shared by all C - 1 of them, prior mean 0.
   const double a00 = prior.precA + s.w, a01 = s.wg, a11 = prior.precB + s.wgg;
   const double det = a00 * a11 - a01 * a01;
-  const double i00 = a11 / det, i01 = -a01 / det, i11 = a00 / det;
-  double rBar0 = 0, rBar1 = 0, quadContrast = 0;
+  SymmetricContrasts out;
+  out.i00 = a11 / det;
+  out.i01 = -a01 / det;
+  out.i11 = a00 / det;
+  double quadContrast = 0;
   for (std::size_t c = 0; c < curveCount; ++c) {
-    rBar0 += s.wy[c];
-    rBar1 += s.wyg[c];
-    quadContrast += i00 * s.wy[c] * s.wy[c] + 2.0 * i01 * s.wy[c] * s.wyg[c] + i11 * s.wyg[c] * s.wyg[c];
+    out.rBar0 += s.wy[c];
+    out.rBar1 += s.wyg[c];
+    quadContrast += out.i00 * s.wy[c] * s.wy[c] + 2.0 * out.i01 * s.wy[c] * s.wyg[c] + out.i11 * s.wyg[c] * s.wyg[c];
   }
-  rBar0 /= count;
-  rBar1 /= count;
+  out.rBar0 /= count;
+  out.rBar1 /= count;
   // sum over contrasts of h_j' A^-1 h_j = sum_c r_c' A^-1 r_c - C rbar' A^-1 rbar.
-  quadContrast -= count * (i00 * rBar0 * rBar0 + 2.0 * i01 * rBar0 * rBar1 + i11 * rBar1 * rBar1);
-  double logEvidence = -0.5 * ((s.wyy - count * s.wyMeanSq) - quadContrast +
-                               (count - 1.0) * (s.logVariance + std::log(det) + s.count * kLog2Pi));
+  quadContrast -= count * (out.i00 * out.rBar0 * out.rBar0 + 2.0 * out.i01 * out.rBar0 * out.rBar1 +
+                           out.i11 * out.rBar1 * out.rBar1);
+  out.logEvidence = -0.5 * ((s.wyy - count * s.wyMeanSq) - quadContrast +
+                            (count - 1.0) * (s.logVariance + std::log(det) + s.count * kLog2Pi));
+  return out;
+}
+
+double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, std::vector<CurveFit>* marginals,
+                         double floor) {
+  return symmetricEvidence(s, prior, symmetricContrasts(s, prior), marginals, floor);
+}
+
+double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
+                         std::vector<CurveFit>* marginals, double floor) {
+  const std::size_t curveCount = s.wy.size();
+  const double count = static_cast<double>(curveCount);
+  const double rootCount = std::sqrt(count);
+  const double i00 = contrasts.i00, i01 = contrasts.i01, i11 = contrasts.i11;
+  const double rBar0 = contrasts.rBar0, rBar1 = contrasts.rBar1;
+  double logEvidence = contrasts.logEvidence;
   // The mean direction: data sqrt(C) ybar_t with variance v_t + C tau^2, prior N(sqrt(C) m0, V0).
   const double b00 = prior.precA + s.mw, b01 = s.mwg, b11 = prior.precB + s.mwgg;
   const double detMean = b00 * b11 - b01 * b01;

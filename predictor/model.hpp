@@ -113,6 +113,16 @@ struct SymmetricSums {
 // bound is returned at once and marginals are left as they are (fitFast: the cell cannot matter).
 double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, std::vector<CurveFit>* marginals,
                          double floor = -std::numeric_limits<double>::infinity());
+// The contrast part depends on the sums with w_t only, not on tau: fitFast computes it once per noise
+// node and reuses it for every tau value.
+struct SymmetricContrasts {
+  double logEvidence = 0;
+  double i00 = 0, i01 = 0, i11 = 0;  // A^-1
+  double rBar0 = 0, rBar1 = 0;       // mean over the curves of (sum w y_c, sum w g y_c)
+};
+SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const EvidencePrior& prior);
+double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
+                         std::vector<CurveFit>* marginals, double floor);
 // The sums by their definition, point by point (fitFast forms them faster, per grid node).
 SymmetricSums symmetricSums(const Data& data, const std::vector<double>& g, double sigma, double binomialScale,
                             double sharedSd);
