@@ -153,8 +153,8 @@ int main(int argc, char** argv) try {
     if (const unsigned bits = adaprec::tableBits(format); bits != 0) {
       // Table build cost and its deviation from the exact percentiles of the whole tensor.
       std::vector<float> sampled(std::size_t{1} << (bits - 1)), exact(sampled.size());
-      const double build = medianSeconds(reps, [&] { adaprec::codec::buildTable(x.data(), count, bits, sampled.data()); });
-      adaprec::codec::buildExactTable(x.data(), count, bits, exact.data());
+      const double build = medianSeconds(reps, [&] { adaprec::codec::buildTable(format, x.data(), count, sampled.data()); });
+      adaprec::codec::buildExactTable(format, x.data(), count, exact.data());
       double maxDev = 0;
       for (std::size_t k = 0; k < exact.size(); ++k) {
         if (exact[k] > 0) maxDev = std::max(maxDev, std::abs(double(sampled[k]) - exact[k]) / exact[k]);

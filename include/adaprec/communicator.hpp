@@ -148,7 +148,8 @@ class Communicator {
   std::vector<LayerChoice> chooseFastest(std::span<const std::size_t> layerCounts,
                                          std::span<const Format> candidates,
                                          const FastestOptions& options = {});
-  // Candidates used by Selection::kFastest: every wire format.
+  // Candidates used by Selection::kFastest: every wire format but the tableNz variants (same bytes
+  // as tableN).
   static std::vector<Format> fastestCandidates();
 
   void resetErrorFeedback();                      // every key

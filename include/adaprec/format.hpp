@@ -27,6 +27,16 @@ enum class Format : std::uint8_t {
   kTable6 = 16,
   kTable7 = 17,
   kTable8 = 18,
+  // tableNz: Table-N whose index 0 is reserved for exact zero (table entry 0 is +0 and every
+  // non-zero magnitude gets an index >= 1); the other K-1 entries are percentiles of the non-zero
+  // magnitudes. N >= 2 (with one bit there is no index).
+  kTable2z = 22,
+  kTable3z = 23,
+  kTable4z = 24,
+  kTable5z = 25,
+  kTable6z = 26,
+  kTable7z = 27,
+  kTable8z = 28,
 };
 
 // All wire formats in their canonical order (the order `all` expands to in tools).
@@ -44,8 +54,10 @@ bool isFormatId(std::uint8_t id);
 // Payload bits per element (fp32 32, fp16 16, fp8 8, tableN N); headers and tables come on top.
 unsigned bitsPerElement(Format format);
 bool isLossless(Format format);
-// N for tableN, 0 for every other format.
+// N for tableN and tableNz, 0 for every other format.
 unsigned tableBits(Format format);
+// Whether the format is a tableNz (index 0 = exact zero).
+bool hasZeroCode(Format format);
 // Whether the format carries per-block power-of-two scales (fp8s, e4m3).
 bool isBlockScaled(Format format);
 

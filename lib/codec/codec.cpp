@@ -24,13 +24,16 @@ constexpr std::size_t kMaxTableSize = 128;  // table8
 std::uint8_t* bytesOf(void* p) { return static_cast<std::uint8_t*>(p); }
 const std::uint8_t* bytesOf(const void* p) { return static_cast<const std::uint8_t*>(p); }
 
-void encodeTableChunk(const float* src, std::size_t count, unsigned bits, const ChunkLayout& layout,
+void encodeTableChunk(Format format, const float* src, std::size_t count, const ChunkLayout& layout,
                       std::uint8_t* dst) {
+  const unsigned bits = tableBits(format);
   const std::size_t tableSize = std::size_t{1} << (bits - 1);
   std::array<float, kMaxTableSize> table{};
-  codec::buildTable(src, count, bits, table.data());
+  codec::buildTable(format, src, count, table.data());
   std::array<float, kMaxTableSize> mids{};
   for (std::size_t k = 0; k + 1 < tableSize; ++k) mids[k] = detail::tableMidpoint(table[k], table[k + 1]);
+  // tableNz: index 0 only for |x| = 0 (|x| > 0 is above the first threshold), never for a small value.
+  if (hasZeroCode(format)) mids[0] = 0.0f;
 
   std::uint8_t* params = dst + kChunkHeaderBytes;
   std::memset(params, 0, layout.paramsBytes);
@@ -38,8 +41,7 @@ void encodeTableChunk(const float* src, std::size_t count, unsigned bits, const 
   std::uint8_t* payload = params + layout.paramsBytes;
   if (layout.payloadBytes != 0) payload[layout.payloadBytes - 1] = 0;  // padding bits of a partial byte
   const bool nonFinite = hostKernels().encodeTable(src, count, bits, mids.data(), payload);
-  codec::writeHeader(dst, Format(static_cast<std::uint8_t>(Format::kTable1) + bits - 1), count,
-                     nonFinite ? codec::kFlagNonFinite : 0u);
+  codec::writeHeader(dst, format, count, nonFinite ? codec::kFlagNonFinite : 0u);
 }
 
 // Validated view of a chunk the caller expects to be (format, count).
@@ -82,6 +84,12 @@ ChunkView validateChunk(Format format, const void* src, std::size_t srcBytes, st
                     formatName(format) << " chunk: table entry " << k << " (bits 0x" << std::hex << t
                                        << ") is not a finite non-negative value >= the previous entry");
       previous = t;
+    }
+    if (hasZeroCode(format)) {
+      std::uint32_t zero;
+      std::memcpy(&zero, params, sizeof zero);
+      ADAPREC_CHECK(zero == 0, ErrorCode::kMalformedInput,
+                    formatName(format) << " chunk: table entry 0 (the zero code) is not +0");
     }
     const std::size_t usedBits = count * bits;
     if (usedBits % 8 != 0) {
@@ -160,8 +168,8 @@ void encode(Format format, const float* src, std::size_t count, void* dst, std::
   std::uint8_t* params = out + kChunkHeaderBytes;
   std::uint8_t* payload = params + layout.paramsBytes;
   const codec::HostKernels& k = hostKernels();
-  if (const unsigned bits = tableBits(format); bits != 0) {
-    encodeTableChunk(src, count, bits, layout, out);
+  if (tableBits(format) != 0) {
+    encodeTableChunk(format, src, count, layout, out);
     return;
   }
   codec::writeHeader(out, format, count, 0);

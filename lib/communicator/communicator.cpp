@@ -253,8 +253,12 @@ void Communicator::setErrorFeedback(std::string_view key, ErrorFeedbackState sta
 }
 
 std::vector<Format> Communicator::fastestCandidates() {
-  const std::span<const Format> all = allFormats();
-  return std::vector<Format>(all.begin(), all.end());
+  // tableNz moves the same bytes as tableN: probing it too would only double those probes.
+  std::vector<Format> candidates;
+  for (Format format : allFormats()) {
+    if (!hasZeroCode(format)) candidates.push_back(format);
+  }
+  return candidates;
 }
 
 Algorithm Communicator::resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const {

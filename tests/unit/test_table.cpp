@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "adaprec/codec.hpp"
+#include "adaprec/error.hpp"
 #include "adaprec/detail/table_spec.hpp"
 
 using namespace adaprec;
@@ -158,4 +160,85 @@ TEST_CASE("Table-N: NaN or Inf anywhere poisons the chunk; the table ignores the
   std::vector<float> bad(10, NAN);
   const auto badChunk = encodeChunk(Format::kTable2, bad);
   CHECK(tableOf(badChunk, 2) == std::vector<float>{0.0f, 0.0f});
+}
+
+namespace {
+
+Format zeroCodedFormat(unsigned bits) {
+  return static_cast<Format>(static_cast<unsigned>(Format::kTable2z) + bits - 2);
+}
+
+// The tableNz table computed independently: +0, then the 99k/(K-1)-th percentiles (k = 1..K-1) of
+// the sorted finite non-zero |x| over all elements (chunks up to the sample size).
+std::vector<float> specZeroCodedTable(const std::vector<float>& x, unsigned bits) {
+  std::vector<double> mags;
+  for (float v : x) {
+    if (std::isfinite(v) && v != 0.0f) mags.push_back(std::fabs(static_cast<double>(v)));
+  }
+  std::sort(mags.begin(), mags.end());
+  const std::size_t k = std::size_t{1} << (bits - 1);
+  std::vector<float> t(k, 0.0f);
+  for (std::size_t i = 1; i < k && !mags.empty(); ++i) t[i] = static_cast<float>(mags[(99 * i * (mags.size() - 1)) / (100 * (k - 1))]);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("tableNz: zeros stay exact zeros, non-zero values never become zero, signs kept", "[table]") {
+  for (unsigned bits = 2; bits <= 8; ++bits) {
+    for (std::size_t n : {1, 7, 9, 100, 1999, 100003}) {
+      INFO("table" << bits << "z, n " << n);
+      // Sparse gradient-like data: a third exact zeros (both signs), the rest tiny to large.
+      std::vector<float> x = randomData(n, 11 * n + bits);
+      for (std::size_t i = 0; i < n; i += 3) x[i] = (i % 2) ? -0.0f : 0.0f;
+      if (n > 5) x[4] = 1e-30f, x[5] = -1e-30f;  // far below every percentile: must not vanish
+      const Format f = zeroCodedFormat(bits);
+      const auto chunk = encodeChunk(f, x);
+      const std::vector<float> t = tableOf(chunk, bits);
+      if (n <= kTableSampleCount) CHECK(t == specZeroCodedTable(x, bits));
+      CHECK(std::bit_cast<std::uint32_t>(t[0]) == 0u);
+      std::vector<float> y(n);
+      decode(f, chunk.data(), chunk.size(), y.data(), n);
+      bool ok = true;
+      for (std::size_t i = 0; i < n && ok; ++i) {
+        ok &= std::signbit(y[i]) == std::signbit(x[i]);
+        ok &= (x[i] == 0.0f) == (y[i] == 0.0f);
+        // the nearest of the non-zero entries
+        const double a = std::fabs(static_cast<double>(x[i]));
+        if (x[i] != 0.0f) {
+          for (std::size_t k = 1; k < t.size(); ++k) ok &= std::fabs(a - std::fabs(y[i])) <= std::fabs(a - t[k]) * (1 + 1e-6);
+        }
+        if (!ok) UNSCOPED_INFO("element " << i << " x " << x[i] << " y " << y[i]);
+      }
+      REQUIRE(ok);
+    }
+  }
+  // table2z is ternary: 0 and +-(99th percentile of the non-zero magnitudes).
+  std::vector<float> x;
+  for (int i = 0; i < 300; ++i) x.push_back(i % 3 == 0 ? 0.0f : (i % 2 ? -1.0f : 1.0f) * static_cast<float>(i));
+  const auto chunk = encodeChunk(Format::kTable2z, x);
+  std::vector<float> y(x.size());
+  decode(Format::kTable2z, chunk.data(), chunk.size(), y.data(), y.size());
+  const float top = tableOf(chunk, 2)[1];
+  CHECK(top == specZeroCodedTable(x, 2)[1]);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(y[i] == (x[i] == 0.0f ? 0.0f : std::copysign(top, x[i])));
+}
+
+TEST_CASE("tableNz: an all-zero chunk decodes to zeros; the zero entry is validated", "[table]") {
+  std::vector<float> zeros(50, 0.0f);
+  const auto chunk = encodeChunk(Format::kTable4z, zeros);
+  std::vector<float> y(zeros.size(), 1.0f);
+  decode(Format::kTable4z, chunk.data(), chunk.size(), y.data(), y.size());
+  CHECK(y == zeros);
+  // A table whose entry 0 is not +0 is malformed for tableNz (it would decode zeros to non-zero).
+  std::vector<float> x = randomData(64, 5);
+  auto bad = encodeChunk(Format::kTable4z, x);
+  const float smallest = 1e-9f;
+  std::memcpy(bad.data() + kChunkHeaderBytes, &smallest, sizeof smallest);
+  try {
+    decode(Format::kTable4z, bad.data(), bad.size(), y.data(), x.size());
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kMalformedInput);
+  }
 }
