@@ -4,7 +4,9 @@
 //   sgd     - real curves: a small MLP trained by SGD, 5 gradient precisions branching from one fp32
 //             checkpoint, validation accuracy on 500 samples (sgd_curves.hpp). Honest test.
 //   trainer - real curves from adaprec-train (2 ranks, Fashion-MNIST, 5 wire formats branching from one
-//             checkpoint; trainer_curves.csv, written by make_trainer_curves.sh). Honest test.
+//             checkpoint; trainer_curves.csv, written by make_trainer_curves.sh, and
+//             trainer_curves_heldout.csv, 4 more sets written after the shared-noise model was fixed,
+//             with --trainer-csv). Honest test.
 //   prior   - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
 // The real sources lead every curve with the checkpoint's own evaluation, as the precision controller
 // does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
@@ -179,7 +181,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   bool noMcmc = false, big = false, noCounts = false;
   std::string sourceChoice = "all";
-  std::string trainerCsv = ADAPREC_TRAINER_CURVES;
+  std::vector<std::string> trainerCsvs = {ADAPREC_TRAINER_CURVES};
   bool anchor = true;
   ap::FastOptions fastOptions;
   ap::ModelOptions model;
@@ -190,7 +192,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-mcmc", noMcmc, "skip the MCMC reference");
   app.add_flag("--no-counts", noCounts, "give the methods the sgd curves without their sample counts");
   app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "trainer", "all"}));
-  app.add_option("--trainer-csv", trainerCsv, "curves of the trainer source (make_trainer_curves.sh)");
+  app.add_option("--trainer-csv", trainerCsvs, "curves of the trainer source (make_trainer_curves.sh); several "
+                 "files, comma-separated, are evaluated as one source, their sets in the order given")->delimiter(',');
   app.add_flag("!--no-anchor", anchor, "real sources: do not lead every curve with the checkpoint's own evaluation "
                "(by default they are, as the precision controller does; the point is not counted in the cutoff)");
   app.add_option("--grid1d", fastOptions.grid1d, "fitFast grid1d");
@@ -233,7 +236,12 @@ int main(int argc, char** argv) {
       timingSets.insert(timingSets.end(), set.begin(), set.end());
     }
     std::vector<adaprec::bench::BranchSet> trainerSets;
-    if (sourceChoice == "all" || sourceChoice == "trainer") trainerSets = adaprec::bench::loadTrainerCurves(trainerCsv);
+    if (sourceChoice == "all" || sourceChoice == "trainer") {
+      for (const std::string& file : trainerCsvs) {
+        const auto loaded = adaprec::bench::loadTrainerCurves(file);
+        trainerSets.insert(trainerSets.end(), loaded.begin(), loaded.end());
+      }
+    }
     for (const std::string source : {"sgd", "prior", "trainer"}) {
       if (sourceChoice != "all" && sourceChoice != source) continue;
       std::map<std::pair<int, std::string>, Cell> cells;
