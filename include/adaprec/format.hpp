@@ -29,8 +29,7 @@ enum class Format : std::uint8_t {
   kTable8 = 18,
   // tableNz: Table-N whose index 0 is reserved for exact zero (table entry 0 is +0 and every
   // non-zero magnitude gets an index >= 1); the other K-1 entries are percentiles of the non-zero
-  // magnitudes. N >= 2 (with one bit there is no index).
-  kTable2z = 22,
+  // magnitudes. N >= 3: with one non-zero entry (N = 2) every non-zero value would decode to it.
   kTable3z = 23,
   kTable4z = 24,
   kTable5z = 25,

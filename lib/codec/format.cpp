@@ -14,7 +14,7 @@ struct FormatRow {
 };
 
 // The one table of formats. Order = canonical order of `all`.
-constexpr std::array<FormatRow, 21> kFormats = {{
+constexpr std::array<FormatRow, 20> kFormats = {{
     {Format::kFp32, "fp32", 32},
     {Format::kBf16, "bf16", 16},
     {Format::kFp16, "fp16", 16},
@@ -29,7 +29,6 @@ constexpr std::array<FormatRow, 21> kFormats = {{
     {Format::kTable6, "table6", 6},
     {Format::kTable7, "table7", 7},
     {Format::kTable8, "table8", 8},
-    {Format::kTable2z, "table2z", 2},
     {Format::kTable3z, "table3z", 3},
     {Format::kTable4z, "table4z", 4},
     {Format::kTable5z, "table5z", 5},
@@ -99,13 +98,13 @@ unsigned tableBits(Format format) {
   const auto id = static_cast<unsigned>(format);
   if (id >= static_cast<unsigned>(Format::kTable1) && id <= static_cast<unsigned>(Format::kTable8))
     return id - static_cast<unsigned>(Format::kTable1) + 1;
-  if (hasZeroCode(format)) return id - static_cast<unsigned>(Format::kTable2z) + 2;
+  if (hasZeroCode(format)) return id - static_cast<unsigned>(Format::kTable3z) + 3;
   return 0;
 }
 
 bool hasZeroCode(Format format) {
   const auto id = static_cast<unsigned>(format);
-  return id >= static_cast<unsigned>(Format::kTable2z) && id <= static_cast<unsigned>(Format::kTable8z);
+  return id >= static_cast<unsigned>(Format::kTable3z) && id <= static_cast<unsigned>(Format::kTable8z);
 }
 
 bool isBlockScaled(Format format) { return format == Format::kFp8s || format == Format::kE4m3; }

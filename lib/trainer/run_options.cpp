@@ -40,7 +40,7 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
   app.add_option("--gamma", t.schedule.gamma, "step schedule: decay factor")->capture_default_str();
   app.add_option("--power", t.schedule.power, "poly schedule: exponent")->capture_default_str();
   app.add_option("--format", o.format,
-                 "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table2z..table8z, '+ef' for error "
+                 "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, '+ef' for error "
                  "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")
       ->capture_default_str();
   app.add_option("--candidates", o.candidates, "--format adaptive: comma-separated candidate formats (any format, "

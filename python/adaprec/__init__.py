@@ -169,7 +169,7 @@ class Communicator:
                   check=True):
         """Sums `tensor` over all ranks, in place (or into `out`), and returns this rank's Stats.
 
-        format: "fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3", "table1".."table8", "table2z".."table8z",
+        format: "fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3", "table1".."table8", "table3z".."table8z",
         "fastest", with "+ef" for error feedback (then `key` names the tensor whose residuals are
         kept). algo: "auto", "native", "ring", "twoshot", "rabenseifner", "recursive_doubling", "hierarchical"."""
         handle = self._live()

@@ -165,7 +165,7 @@ TEST_CASE("Table-N: NaN or Inf anywhere poisons the chunk; the table ignores the
 namespace {
 
 Format zeroCodedFormat(unsigned bits) {
-  return static_cast<Format>(static_cast<unsigned>(Format::kTable2z) + bits - 2);
+  return static_cast<Format>(static_cast<unsigned>(Format::kTable3z) + bits - 3);
 }
 
 // The tableNz table computed independently: +0, then the 99k/(K-1)-th percentiles (k = 1..K-1) of
@@ -185,7 +185,7 @@ std::vector<float> specZeroCodedTable(const std::vector<float>& x, unsigned bits
 }  // namespace
 
 TEST_CASE("tableNz: zeros stay exact zeros, non-zero values never become zero, signs kept", "[table]") {
-  for (unsigned bits = 2; bits <= 8; ++bits) {
+  for (unsigned bits = 3; bits <= 8; ++bits) {
     for (std::size_t n : {1, 7, 9, 100, 1999, 100003}) {
       INFO("table" << bits << "z, n " << n);
       // Sparse gradient-like data: a third exact zeros (both signs), the rest tiny to large.
@@ -213,15 +213,13 @@ TEST_CASE("tableNz: zeros stay exact zeros, non-zero values never become zero, s
       REQUIRE(ok);
     }
   }
-  // table2z is ternary: 0 and +-(99th percentile of the non-zero magnitudes).
+  // table3z on known data: 0 and the 33rd, 66th and 99th percentiles of the non-zero magnitudes.
   std::vector<float> x;
   for (int i = 0; i < 300; ++i) x.push_back(i % 3 == 0 ? 0.0f : (i % 2 ? -1.0f : 1.0f) * static_cast<float>(i));
-  const auto chunk = encodeChunk(Format::kTable2z, x);
-  std::vector<float> y(x.size());
-  decode(Format::kTable2z, chunk.data(), chunk.size(), y.data(), y.size());
-  const float top = tableOf(chunk, 2)[1];
-  CHECK(top == specZeroCodedTable(x, 2)[1]);
-  for (std::size_t i = 0; i < x.size(); ++i) CHECK(y[i] == (x[i] == 0.0f ? 0.0f : std::copysign(top, x[i])));
+  // non-zero |x|: the 200 values i = 1..299 with i % 3 != 0; ranks floor(99k*199/300) = 65, 131, 197
+  std::vector<float> mags;
+  for (int i = 1; i < 300; ++i) if (i % 3 != 0) mags.push_back(static_cast<float>(i));
+  CHECK(tableOf(encodeChunk(Format::kTable3z, x), 3) == std::vector<float>{0.0f, mags[65], mags[131], mags[197]});
 }
 
 TEST_CASE("tableNz: an all-zero chunk decodes to zeros; the zero entry is validated", "[table]") {

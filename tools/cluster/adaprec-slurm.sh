@@ -45,7 +45,7 @@ BENCH_ARGS=${BENCH_ARGS:---formats fp32,bf16,fp16,fp8s,table4,table2 --algos aut
 #                             the widest the CPU has.
 #   ADAPREC_SEGMENT_COUNT=n   pipelining segment in elements; default 262144 (1 MiB of fp32). Testing.
 # Read only by the C API and the LD_PRELOAD library (adaprec-train/-bench take --format/--algo):
-#   ADAPREC_FORMAT=f          fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table2z..table8z, each optionally +ef, or
+#   ADAPREC_FORMAT=f          fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, each optionally +ef, or
 #                             fastest; default fp32 (exact pass-through)
 #   ADAPREC_ALGO=a            auto native ring twoshot rabenseifner recursive_doubling hierarchical;
 #                             default auto
