@@ -443,27 +443,24 @@ std::uint32_t treeCodes(const float* src, std::size_t len, std::uint8_t* codes, 
 #endif
 
 #if defined(__AVX512F__)
-// Small tables (N = 2..4), sixteen elements at a time: the index is the count of midpoints below |x|
-// (a compare and a masked add per midpoint, all in vector lanes), the sign is OR'ed in, and the
-// sixteen byte codes are narrowed (vpmovdb) and packed eight at a time with pext. Measured ~15 %
-// faster at N = 4 than deriving the index bits from the compare masks with pdep (bit planes).
+// Small tables (N = 2..4), sixteen elements at a time: the index by the register search tree, the
+// sign OR'ed in, the sixteen byte codes narrowed (vpmovdb) and packed eight at a time with pext,
+// straight into the payload. At N = 4 the tree measured ~10 % faster than counting all seven
+// midpoints (a compare and masked add each) and ~25 % faster than bit planes (compare masks -> pdep).
 template <unsigned kBits>
-std::uint32_t countEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
-  constexpr unsigned kMids = (1u << (kBits - 1)) - 1;
-  __m512 mid[kMids];
-  for (unsigned k = 0; k < kMids; ++k) mid[k] = _mm512_set1_ps(mids[k]);
+std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
+  const SearchTree<kBits> tree(mids);
   const __m512i absMask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
-  const __m512i one = _mm512_set1_epi32(1), signAt = _mm512_set1_epi32(1 << (kBits - 1));
+  const __m512i signAt = _mm512_set1_epi32(1 << (kBits - 1));
   __mmask16 special = 0;
   for (std::size_t i = 0; i + 16 <= n; i += 16) {
     prefetchAhead(src + i);
     const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
     const __m512i a = _mm512_and_si512(u, absMask);
     special |= _mm512_cmpge_epu32_mask(a, inf);
-    __m512i idx = _mm512_and_si512(_mm512_srli_epi32(u, 32 - kBits), signAt);
-    for (unsigned k = 0; k < kMids; ++k)
-      idx = _mm512_mask_add_epi32(idx, _mm512_cmp_ps_mask(_mm512_castsi512_ps(a), mid[k], _CMP_GT_OQ), idx, one);
-    const __m128i bytes = _mm512_cvtepi32_epi8(idx);
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 32 - kBits), signAt);
+    const __m512i code = _mm512_or_si512(sign, descend16<kBits>(tree, _mm512_castsi512_ps(a), _mm512_setzero_si512()));
+    const __m128i bytes = _mm512_cvtepi32_epi8(code);
     const std::uint64_t low = packEight<kBits>(static_cast<std::uint64_t>(_mm_cvtsi128_si64(bytes)));
     const std::uint64_t high = packEight<kBits>(static_cast<std::uint64_t>(_mm_extract_epi64(bytes, 1)));
     const std::uint64_t word = low | high << (8 * kBits);
@@ -474,13 +471,10 @@ std::uint32_t countEncode(const float* src, std::size_t n, const float* mids, st
 #endif
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
-// countEncode for x86-64-v3: two registers of eight per step; a compare gives -1 per lane where |x| is
-// above the midpoint, so subtracting it counts.
+// smallTableEncode for x86-64-v3: two registers of eight per step (~10 % faster than counting at N = 4).
 template <unsigned kBits>
-std::uint32_t countEncode8(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
-  constexpr unsigned kMids = (1u << (kBits - 1)) - 1;
-  __m256 mid[kMids];
-  for (unsigned k = 0; k < kMids; ++k) mid[k] = _mm256_set1_ps(mids[k]);
+std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
+  const SearchTree<kBits> tree(mids);
   const __m256i absMask = _mm256_set1_epi32(0x7fffffff), belowInf = _mm256_set1_epi32(static_cast<int>(detail::kF32InfBits - 1));
   const __m256i signAt = _mm256_set1_epi32(1 << (kBits - 1));
   __m256i special = _mm256_setzero_si256();
@@ -488,10 +482,8 @@ std::uint32_t countEncode8(const float* src, std::size_t n, const float* mids, s
     const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(p));
     const __m256i a = _mm256_and_si256(u, absMask);
     special = _mm256_or_si256(special, _mm256_cmpgt_epi32(a, belowInf));
-    __m256i idx = _mm256_and_si256(_mm256_srli_epi32(u, 32 - kBits), signAt);
-    for (unsigned k = 0; k < kMids; ++k)
-      idx = _mm256_sub_epi32(idx, _mm256_castps_si256(_mm256_cmp_ps(_mm256_castsi256_ps(a), mid[k], _CMP_GT_OQ)));
-    return idx;
+    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 32 - kBits), signAt);
+    return _mm256_or_si256(sign, descend8<kBits>(tree, _mm256_castsi256_ps(a), _mm256_setzero_si256()));
   };
   for (std::size_t i = 0; i + 16 <= n; i += 16) {
     prefetchAhead(src + i);
@@ -514,13 +506,9 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   std::uint32_t nonFinite = 0;
 #if defined(__AVX2__)
   if constexpr (kBits >= 2 && kBits <= 4) {
-    // Whole groups of 16 by counting; the rest (< 16 elements, byte-aligned) below.
+    // Whole groups of 16 straight into the payload; the rest (< 16 elements, byte-aligned) below.
     const std::size_t head = n / 16 * 16;
-#if defined(__AVX512F__)
-    nonFinite |= countEncode<kBits>(src, head, mids, dst);
-#else
-    nonFinite |= countEncode8<kBits>(src, head, mids, dst);
-#endif
+    nonFinite |= smallTableEncode<kBits>(src, head, mids, dst);
     src += head;
     dst += head / 8 * kBits;
     n -= head;
@@ -530,7 +518,7 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   thread_local BucketedMids bucketed;
 #if defined(__AVX2__)
   // From 16 entries on, the register search beats counting all midpoints and the bucket lookup
-  // (whose table reads become gathers).
+  // (whose table reads become gathers); the < 16 elements N = 2..4 leave above are counted.
   constexpr bool kUseTree = kSize >= 16;
   const SearchTree<kBits> tree(mids);  // at most 127 floats per chunk; unused below 16 entries
 #else
