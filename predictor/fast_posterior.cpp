@@ -20,7 +20,7 @@
 // solves and C normal CDFs, and the CDFs are skipped when the cell's weight without them (an upper
 // bound) already rules it out. Other layouts take the dense 2C x 2C regression per cell (slower, exact).
 // The per-curve Gaussian posteriors of every cell that can still matter (log weight within
-// kStoreMargin of the heaviest seen so far) are kept (FitPool), so the components need no second pass.
+// storeMargin() of the heaviest seen so far) are kept (FitPool), so the components need no second pass.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -45,6 +45,16 @@ using detail::Sums;
 // 28 (e^-28 < 1e-12) below the heaviest seen so far is at least that far below the final heaviest.
 constexpr double kNegligibleLog = -27.631021115928547;  // log(1e-12)
 constexpr double kStoreMargin = 28.0;
+
+// How far below the heaviest cell a cell can be and still survive the final pruning: the lightest
+// cells holding dropMass of the total are dropped, so a cell lighter than dropMass / N of the heaviest
+// (N: every cell the fit can create) is dropped with all lighter ones (together < dropMass * heaviest).
+// Cells beyond this margin need neither their posteriors stored nor their truncation factors.
+double storeMargin(const FastOptions& options, std::size_t baseCells) {
+  if (options.dropMass <= 0) return kStoreMargin;
+  const double maxCells = static_cast<double>(baseCells) + options.refineLevels * options.refineCells * 81.0;
+  return std::min(kStoreMargin, std::log(maxCells / options.dropMass));
+}
 
 struct ThetaNode {
   Family family;
@@ -211,8 +221,8 @@ class SymmetricTables {
 // any other layout the dense joint regression (jointEvidence).
 class CellEvaluator {
  public:
-  CellEvaluator(const detail::Data& data, const detail::EvidencePrior& prior)
-      : data_(data), prior_(prior), fits_(data.curves.size()) {}
+  CellEvaluator(const detail::Data& data, const detail::EvidencePrior& prior, double margin)
+      : data_(data), prior_(prior), fits_(data.curves.size()), margin_(margin) {}
 
   void add(const Cell& shape, const NoiseNodes& nodes, SymmetricTables* tables, const std::vector<double>& g,
            std::vector<Cell>& cells, FitPool& pool) {
@@ -227,13 +237,13 @@ class CellEvaluator {
         cell.binomialScale = nodes.scale[j];
         cell.sharedSd = nodes.shared[k];
         // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
-        const double floor = maxLog_ - kStoreMargin - cell.logPrior;
+        const double floor = maxLog_ - margin_ - cell.logPrior;
         const double logEvidence =
             sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, contrasts, &fits_, floor)
                  : detail::jointEvidence(data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
         cell.logWeight = cell.logPrior + logEvidence;
         cell.fit = -1;
-        if (cell.logWeight > maxLog_ - kStoreMargin) {
+        if (cell.logWeight > maxLog_ - margin_) {
           cell.fit = static_cast<std::ptrdiff_t>(pool.size());
           pool.insert(pool.end(), fits_.begin(), fits_.end());
           maxLog_ = std::max(maxLog_, cell.logWeight);
@@ -247,6 +257,7 @@ class CellEvaluator {
   const detail::Data& data_;
   const detail::EvidencePrior& prior_;
   std::vector<CurveFit> fits_;
+  double margin_;
   double maxLog_ = -std::numeric_limits<double>::infinity();
 };
 
@@ -282,7 +293,9 @@ std::vector<std::size_t> heaviest(const std::vector<Cell>& cells, double mass, s
 // The cells left after dropping the lightest ones holding at most `dropMass` of the total, in cell order.
 // A broad posterior keeps tens of thousands of cells, so instead of sorting them the weights are binned
 // by log weight (kBinsPerNat bins per nat over the kNegligibleLog range) and whole bins are dropped from
-// the light end: at most dropMass goes, at most one bin's worth less than sorting would drop.
+// the light end: at most dropMass goes, at most one bin's worth less than sorting would drop. Cells
+// without stored posteriors (lighter than storeMargin() allows to survive) are dropped first; their
+// total is below dropMass by construction.
 std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double dropMass, std::vector<double>& weight) {
   constexpr double kBinsPerNat = 20.0;
   constexpr int kBins = static_cast<int>(-kNegligibleLog * kBinsPerNat) + 1;
@@ -292,17 +305,21 @@ std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double 
   weight.resize(cells.size());
   std::vector<double> binMass(kBins, 0.0);
   std::vector<int> bin(cells.size(), -1);
-  double total = 0;
+  double total = 0, unstored = 0;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const double relative = cells[i].logWeight - maxLog;
     weight[i] = relative > kNegligibleLog ? std::exp(relative) : 0.0;
+    total += weight[i];
     if (weight[i] <= 0) continue;
+    if (cells[i].fit < 0) {  // beyond storeMargin(): dropped in any case, and counted against dropMass
+      unstored += weight[i];
+      continue;
+    }
     bin[i] = std::min(kBins - 1, static_cast<int>(-relative * kBinsPerNat));  // 0: heaviest
     binMass[static_cast<std::size_t>(bin[i])] += weight[i];
-    total += weight[i];
   }
   int firstDropped = kBins;
-  double dropped = 0;
+  double dropped = unstored;
   while (firstDropped > 1 && dropped + binMass[static_cast<std::size_t>(firstDropped - 1)] <= dropMass * total) {
     dropped += binMass[static_cast<std::size_t>(--firstDropped)];
   }
@@ -370,7 +387,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, c
 
   const detail::EvidencePrior prior = detail::evidencePrior(model);
   detail::BasisTable basis(data.distinctX);
-  CellEvaluator evaluator(data, prior);
+  CellEvaluator evaluator(data, prior, storeMargin(options, thetaGrid.size() * cellsPerTheta));
   FitPool pool;
   // Base grid, with the theta-only work shared across noise cells.
   std::vector<Cell> cells;
