@@ -37,9 +37,7 @@
 namespace adaprec::predictor {
 
 namespace {
-using detail::CurveData;
 using detail::CurveFit;
-using detail::Sums;
 
 // Cells lighter than 1e-12 of the heaviest are never refined or kept (heaviest()); a cell more than
 // 28 (e^-28 < 1e-12) below the heaviest seen so far is at least that far below the final heaviest.
