@@ -12,10 +12,9 @@
 // coincide); a prediction of a later step includes a fresh s_t.
 //
 // fitFast() integrates (a_c, b_c) and the shared terms in closed form and (family, theta, sigma, lambda,
-// tau) on a quadrature grid: a
-// posterior mixture in milliseconds. fitMcmc() samples the same posterior by MCMC and is the reference
-// fitFast() is validated against. Both return a Posterior whose
-// predictive distributions are mixtures of Gaussians truncated to [0, 1].
+// tau) on a quadrature grid: a posterior mixture in milliseconds. fitMcmc() samples the same posterior
+// by MCMC and is the reference fitFast() is validated against. Both return a Posterior whose predictive
+// distributions are mixtures of Gaussians truncated to [0, 1].
 //
 // Invalid input (no curves, an empty curve, unsorted or negative steps, values outside [0, 1], counts
 // <= 0, non-finite numbers) raises adaprec::Error with kInvalidArgument; readCurvesCsv() raises
