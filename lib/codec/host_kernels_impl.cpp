@@ -109,6 +109,7 @@ void decodeF16Fast(const std::uint8_t* src, std::size_t n, float* out) {
   }
 }
 
+#include "codec/small_float_blocks.hpp"
 #include "codec/small_float_avx2.hpp"
 #endif
 
@@ -692,19 +693,19 @@ const HostKernels kKernels = {
     .decodeBf16 = decodeBf16,
     .decodeAddBf16 = decodeAddBf16,
 #if defined(__AVX512F__)
-    .encodeFp8 = encodeSmallFloat16<detail::Fp8Math>,
-    .encodeE4m3 = encodeSmallFloat16<detail::E4m3Math>,
-    .decodeFp8 = decodeSmallFloat16<detail::Fp8Math, false>,
-    .decodeE4m3 = decodeSmallFloat16<detail::E4m3Math, false>,
-    .decodeAddFp8 = decodeSmallFloat16<detail::Fp8Math, true>,
-    .decodeAddE4m3 = decodeSmallFloat16<detail::E4m3Math, true>,
+    .encodeFp8 = encodeSmallFloatBlocks<SmallFloatRuns16<detail::Fp8Math>>,
+    .encodeE4m3 = encodeSmallFloatBlocks<SmallFloatRuns16<detail::E4m3Math>>,
+    .decodeFp8 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::Fp8Math>, false>,
+    .decodeE4m3 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::E4m3Math>, false>,
+    .decodeAddFp8 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::Fp8Math>, true>,
+    .decodeAddE4m3 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::E4m3Math>, true>,
 #elif defined(__F16C__) && defined(__AVX2__)
-    .encodeFp8 = encodeSmallFloat8<detail::Fp8Math>,
-    .encodeE4m3 = encodeSmallFloat8<detail::E4m3Math>,
-    .decodeFp8 = decodeSmallFloat8<detail::Fp8Math, false>,
-    .decodeE4m3 = decodeSmallFloat8<detail::E4m3Math, false>,
-    .decodeAddFp8 = decodeSmallFloat8<detail::Fp8Math, true>,
-    .decodeAddE4m3 = decodeSmallFloat8<detail::E4m3Math, true>,
+    .encodeFp8 = encodeSmallFloatBlocks<SmallFloatRuns8<detail::Fp8Math>>,
+    .encodeE4m3 = encodeSmallFloatBlocks<SmallFloatRuns8<detail::E4m3Math>>,
+    .decodeFp8 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::Fp8Math>, false>,
+    .decodeE4m3 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::E4m3Math>, false>,
+    .decodeAddFp8 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::Fp8Math>, true>,
+    .decodeAddE4m3 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::E4m3Math>, true>,
 #else
     .encodeFp8 = encode8<detail::Fp8Math>,
     .encodeE4m3 = encode8<detail::E4m3Math>,

@@ -103,26 +103,6 @@ std::uint32_t encodeRunScanNext8(const float* src, std::size_t n, detail::ScaleF
   return bits;
 }
 
-// fp8/e4m3 encoding; exps == nullptr: raw fp8 (no scales).
-template <class Math>
-void encodeSmallFloat8(const float* src, std::size_t n, std::uint8_t* exps, std::uint8_t* dst) {
-  if (exps == nullptr) {
-    encodeRunScanNext8<Math, false, false>(src, n, {1.0f, 1.0f}, dst, nullptr, 0);
-    return;
-  }
-  std::uint32_t amax = encodeRunScanNext8<Math, false, false>(nullptr, 0, {}, nullptr, src, std::min(kScaleBlock, n));
-  for (std::size_t b = 0, block = 0; b < n; b += kScaleBlock, ++block) {
-    const std::size_t len = std::min(kScaleBlock, n - b);
-    const std::size_t nextCount = std::min(kScaleBlock, n - b - len);
-    const int e = Math::scaleExponent(detail::bitsFloat(amax));
-    const std::int16_t e16 = static_cast<std::int16_t>(e);
-    std::memcpy(exps + block * sizeof e16, &e16, sizeof e16);
-    const detail::ScaleFactors f = detail::encodeFactors(e);
-    amax = f.second == 1.0f ? encodeRunScanNext8<Math, true, false>(src + b, len, f, dst + b, src + b + len, nextCount)
-                            : encodeRunScanNext8<Math, true, true>(src + b, len, f, dst + b, src + b + len, nextCount);
-  }
-}
-
 // Eight codes (the low 8 bytes) -> fp32 through the fp16 with the same bits, as smallFloatValues16.
 template <class Math>
 inline __m256 smallFloatValues8(__m128i codes) {
@@ -160,13 +140,17 @@ void decodeSmallFloatRun8(const std::uint8_t* src, std::size_t n, detail::ScaleF
   }
 }
 
-// fp8/e4m3 decoding (kAdd: out += values); exps == nullptr: raw fp8 (no scales).
-template <class Math, bool kAdd>
-void decodeSmallFloat8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* out) {
-  if (exps == nullptr) return decodeSmallFloatRun8<Math, kAdd, false>(src, n, {1.0f, 1.0f}, out);
-  for (std::size_t b = 0, block = 0; b < n; b += kScaleBlock, ++block) {
-    std::int16_t e;
-    std::memcpy(&e, exps + block * sizeof e, sizeof e);
-    decodeSmallFloatRun8<Math, kAdd, true>(src + b, std::min(kScaleBlock, n - b), detail::decodeFactors(e), out + b);
+// The kernels of this width for small_float_blocks.hpp.
+template <class M>
+struct SmallFloatRuns8 {
+  using Math = M;
+  template <bool kScaled, bool kTwoFactors>
+  static std::uint32_t encode(const float* src, std::size_t n, detail::ScaleFactors f, std::uint8_t* dst,
+                              const float* next, std::size_t nextCount) {
+    return encodeRunScanNext8<Math, kScaled, kTwoFactors>(src, n, f, dst, next, nextCount);
   }
-}
+  template <bool kAdd, bool kScaled>
+  static void decode(const std::uint8_t* src, std::size_t n, detail::ScaleFactors g, float* out) {
+    decodeSmallFloatRun8<Math, kAdd, kScaled>(src, n, g, out);
+  }
+};

@@ -99,26 +99,6 @@ std::uint32_t encodeRunScanNext(const float* src, std::size_t n, detail::ScaleFa
   return amax.bits();
 }
 
-// fp8/e4m3 encoding; exps == nullptr: raw fp8 (no scales).
-template <class Math>
-void encodeSmallFloat16(const float* src, std::size_t n, std::uint8_t* exps, std::uint8_t* dst) {
-  if (exps == nullptr) {
-    encodeRunScanNext<Math, false, false>(src, n, {1.0f, 1.0f}, dst, nullptr, 0);
-    return;
-  }
-  std::uint32_t amax = encodeRunScanNext<Math, false, false>(nullptr, 0, {}, nullptr, src, std::min(kScaleBlock, n));
-  for (std::size_t b = 0, block = 0; b < n; b += kScaleBlock, ++block) {
-    const std::size_t len = std::min(kScaleBlock, n - b);
-    const std::size_t nextCount = std::min(kScaleBlock, n - b - len);
-    const int e = Math::scaleExponent(detail::bitsFloat(amax));
-    const std::int16_t e16 = static_cast<std::int16_t>(e);
-    std::memcpy(exps + block * sizeof e16, &e16, sizeof e16);
-    const detail::ScaleFactors f = detail::encodeFactors(e);
-    amax = f.second == 1.0f ? encodeRunScanNext<Math, true, false>(src + b, len, f, dst + b, src + b + len, nextCount)
-                            : encodeRunScanNext<Math, true, true>(src + b, len, f, dst + b, src + b + len, nextCount);
-  }
-}
-
 // Sixteen codes (low bytes of the lanes) -> fp32: through the fp16 with the same bits (fp8 is the top
 // byte of an fp16; an e4m3 magnitude shifted into fp16's fields is its value * 2^-8, restored by an
 // exact multiplication), NaN made canonical (sign | quiet NaN).
@@ -165,13 +145,17 @@ void decodeSmallFloatRun(const std::uint8_t* src, std::size_t n, detail::ScaleFa
   }
 }
 
-// fp8/e4m3 decoding (kAdd: out += values); exps == nullptr: raw fp8 (no scales).
-template <class Math, bool kAdd>
-void decodeSmallFloat16(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* out) {
-  if (exps == nullptr) return decodeSmallFloatRun<Math, kAdd, false>(src, n, {1.0f, 1.0f}, out);
-  for (std::size_t b = 0, block = 0; b < n; b += kScaleBlock, ++block) {
-    std::int16_t e;
-    std::memcpy(&e, exps + block * sizeof e, sizeof e);
-    decodeSmallFloatRun<Math, kAdd, true>(src + b, std::min(kScaleBlock, n - b), detail::decodeFactors(e), out + b);
+// The kernels of this width for small_float_blocks.hpp.
+template <class M>
+struct SmallFloatRuns16 {
+  using Math = M;
+  template <bool kScaled, bool kTwoFactors>
+  static std::uint32_t encode(const float* src, std::size_t n, detail::ScaleFactors f, std::uint8_t* dst,
+                              const float* next, std::size_t nextCount) {
+    return encodeRunScanNext<Math, kScaled, kTwoFactors>(src, n, f, dst, next, nextCount);
   }
-}
+  template <bool kAdd, bool kScaled>
+  static void decode(const std::uint8_t* src, std::size_t n, detail::ScaleFactors g, float* out) {
+    decodeSmallFloatRun<Math, kAdd, kScaled>(src, n, g, out);
+  }
+};
