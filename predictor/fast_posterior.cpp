@@ -88,7 +88,7 @@ struct Cell {
   double sharedSd;       // tau: discrete, never split
   double h0, h1, hs;
   double logPrior, logWeight;
-  std::ptrdiff_t fit;  // first of its curves' posteriors in the fit pool; -1: negligible, not stored
+  std::ptrdiff_t fit;  // first of its curves' posteriors in the fit pool
 };
 
 // The stored per-curve posteriors. A deque grows in blocks without copying and touches only the memory
@@ -240,13 +240,14 @@ class CellEvaluator {
             sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, contrasts, &fits_, floor)
                  : detail::jointEvidence(data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
         cell.logWeight = cell.logPrior + logEvidence;
-        cell.fit = -1;
+        // A cell lighter than the margin below the heaviest so far can never survive pruning: it is
+        // not kept at all (its mass is below the pruned mass by construction).
         if (cell.logWeight > maxLog_ - margin_) {
           cell.fit = static_cast<std::ptrdiff_t>(pool.size());
           pool.insert(pool.end(), fits_.begin(), fits_.end());
           maxLog_ = std::max(maxLog_, cell.logWeight);
+          cells.push_back(cell);
         }
-        cells.push_back(cell);
       }
     }
   }
@@ -291,9 +292,8 @@ std::vector<std::size_t> heaviest(const std::vector<Cell>& cells, double mass, s
 // The cells left after dropping the lightest ones holding at most `dropMass` of the total, in cell order.
 // A broad posterior keeps tens of thousands of cells, so instead of sorting them the weights are binned
 // by log weight (kBinsPerNat bins per nat over the kNegligibleLog range) and whole bins are dropped from
-// the light end: at most dropMass goes, at most one bin's worth less than sorting would drop. Cells
-// without stored posteriors (lighter than storeMargin() allows to survive) are dropped first; their
-// total is below dropMass by construction.
+// the light end: at most dropMass goes, at most one bin's worth less than sorting would drop. (Cells
+// too light to survive were never kept: CellEvaluator drops them, their total is below dropMass.)
 std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double dropMass, std::vector<double>& weight) {
   constexpr double kBinsPerNat = 20.0;
   constexpr int kBins = static_cast<int>(-kNegligibleLog * kBinsPerNat) + 1;
@@ -303,21 +303,17 @@ std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double 
   weight.resize(cells.size());
   std::vector<double> binMass(kBins, 0.0);
   std::vector<int> bin(cells.size(), -1);
-  double total = 0, unstored = 0;
+  double total = 0;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const double relative = cells[i].logWeight - maxLog;
     weight[i] = relative > kNegligibleLog ? std::exp(relative) : 0.0;
     total += weight[i];
     if (weight[i] <= 0) continue;
-    if (cells[i].fit < 0) {  // beyond storeMargin(): dropped in any case, and counted against dropMass
-      unstored += weight[i];
-      continue;
-    }
     bin[i] = std::min(kBins - 1, static_cast<int>(-relative * kBinsPerNat));  // 0: heaviest
     binMass[static_cast<std::size_t>(bin[i])] += weight[i];
   }
   int firstDropped = kBins;
-  double dropped = unstored;
+  double dropped = 0;
   while (firstDropped > 1 && dropped + binMass[static_cast<std::size_t>(firstDropped - 1)] <= dropMass * total) {
     dropped += binMass[static_cast<std::size_t>(--firstDropped)];
   }
