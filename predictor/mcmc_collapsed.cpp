@@ -137,30 +137,18 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
         s = p;
         ++accepted;
       }
-      if (families.size() > 1) {
+      // Discrete moves (family, lambda, tau): propose a fresh draw of one coordinate from its prior.
+      auto switchMove = [&](auto member, std::size_t choices, auto pick) {
+        if (choices < 2) return;
         p = s;
-        p.family = pickFamily();
-        if (p.family != s.family) {
-          p.logTarget = target(p);
-          if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
-        }
-      }
-      if (scaleCount > 1) {
-        p = s;
-        p.scale = pickScale();
-        if (p.scale != s.scale) {
-          p.logTarget = target(p);
-          if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
-        }
-      }
-      if (sharedCount > 1) {
-        p = s;
-        p.shared = pickShared();
-        if (p.shared != s.shared) {
-          p.logTarget = target(p);
-          if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
-        }
-      }
+        p.*member = pick();
+        if (p.*member == s.*member) return;
+        p.logTarget = target(p);
+        if (std::log(unit(rng)) < p.logTarget - s.logTarget) s = p;
+      };
+      switchMove(&ChainState::family, families.size(), pickFamily);
+      switchMove(&ChainState::scale, scaleCount, pickScale);
+      switchMove(&ChainState::shared, sharedCount, pickShared);
       if (unit(rng) < 0.1) {
         p = s;
         p.family = pickFamily();

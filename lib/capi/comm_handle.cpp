@@ -140,12 +140,8 @@ extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float
       const std::string spec = localError ? "" : adaprec::toString(options.format);
       const std::string algorithm = localError ? "" : std::string(adaprec::algorithmName(options.algorithm));
       using adaprec::detail::hashSignatureText;
-      using adaprec::detail::mixSignature;
-      const std::uint64_t signature =
-          mixSignature(mixSignature(mixSignature(mixSignature(hashSignatureText(spec), hashSignatureText(algorithm)),
-                                                 static_cast<std::uint64_t>(count)),
-                                    options.average),
-                       options.key.empty());
+      const std::uint64_t signature = adaprec::detail::signatureOf(
+          hashSignatureText(spec), hashSignatureText(algorithm), count, options.average, options.key.empty());
       checkAgreement(communicator, localError.has_value(), signature,
                      "count=" + std::to_string(count) + " format=" + spec + " algo=" + algorithm +
                          " average=" + std::to_string(options.average) +

@@ -109,8 +109,6 @@ void decodeF16Fast(const std::uint8_t* src, std::size_t n, float* out) {
   }
 }
 
-#include "codec/small_float_blocks.hpp"
-#include "codec/small_float_avx2.hpp"
 #endif
 
 // bf16 is the top half of fp32: decoding is a shift (the generic decode handles NaN the same way).
@@ -194,6 +192,11 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
   }
 }
 
+// The vector 8-bit float kernels (their scalar tails use byteValue, finiteAmax and encodeScaledBlock).
+#if defined(__F16C__) && defined(__AVX2__)
+#include "codec/small_float_blocks.hpp"
+#include "codec/small_float_avx2.hpp"
+#endif
 #if defined(__AVX512F__)
 #include "codec/small_float_avx512.hpp"
 #endif
@@ -205,8 +208,8 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
 constexpr std::size_t kCodeBatch = 512;  // codes computed per batch before packing (multiple of 8)
 
 // Index of the nearest table entry: #{k : a > mids[k]}. Counted directly over all K-1 midpoints: the
-// loop vectorizes across elements. The reference for the vector paths (bit planes for N = 2..4, the
-// register search tree from N = 5), the baseline ISA's loop, and the tail of every chunk.
+// loop vectorizes across elements. The reference for the vector paths (the register search tree),
+// the baseline ISA's loop, and the tail of every chunk.
 template <unsigned kBits>
 inline std::uint32_t tableIndex(float a, const float* mids) {
   constexpr std::uint32_t kSize = 1u << (kBits - 1);
@@ -443,14 +446,25 @@ std::uint32_t treeCodes(const float* src, std::size_t len, std::uint8_t* codes, 
 }
 #endif
 
+#if defined(__AVX2__)
+// Sixteen N-bit codes, one per byte of `bytes`, packed (eight at a time with pext) into 2N bytes at dst.
+template <unsigned kBits>
+inline void storeCodes16(__m128i bytes, std::uint8_t* dst) {
+  static_assert(kBits <= 4, "2N bytes must fit one 64-bit word");
+  const std::uint64_t low = packEight<kBits>(static_cast<std::uint64_t>(_mm_cvtsi128_si64(bytes)));
+  const std::uint64_t high = packEight<kBits>(static_cast<std::uint64_t>(_mm_extract_epi64(bytes, 1)));
+  const std::uint64_t word = low | high << (8 * kBits);
+  std::memcpy(dst, &word, 2 * kBits);
+}
+#endif
+
 #if defined(__AVX512F__)
 // Small tables (N = 2..4), sixteen elements at a time: the index by the register search tree, the
 // sign OR'ed in, the sixteen byte codes narrowed (vpmovdb) and packed eight at a time with pext,
 // straight into the payload. At N = 4 the tree measured ~10 % faster than counting all seven
 // midpoints (a compare and masked add each) and ~25 % faster than bit planes (compare masks -> pdep).
 template <unsigned kBits>
-std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
-  const SearchTree<kBits> tree(mids);
+std::uint32_t smallTableEncode(const float* src, std::size_t n, const SearchTree<kBits>& tree, std::uint8_t* dst) {
   const __m512i absMask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(static_cast<int>(detail::kF32InfBits));
   const __m512i signAt = _mm512_set1_epi32(1 << (kBits - 1));
   __mmask16 special = 0;
@@ -461,11 +475,7 @@ std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mid
     special |= _mm512_cmpge_epu32_mask(a, inf);
     const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 32 - kBits), signAt);
     const __m512i code = _mm512_or_si512(sign, descend16<kBits>(tree, _mm512_castsi512_ps(a), _mm512_setzero_si512()));
-    const __m128i bytes = _mm512_cvtepi32_epi8(code);
-    const std::uint64_t low = packEight<kBits>(static_cast<std::uint64_t>(_mm_cvtsi128_si64(bytes)));
-    const std::uint64_t high = packEight<kBits>(static_cast<std::uint64_t>(_mm_extract_epi64(bytes, 1)));
-    const std::uint64_t word = low | high << (8 * kBits);
-    std::memcpy(dst + i / 8 * kBits, &word, 2 * kBits);
+    storeCodes16<kBits>(_mm512_cvtepi32_epi8(code), dst + i / 8 * kBits);
   }
   return special != 0;
 }
@@ -474,8 +484,7 @@ std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mid
 #if defined(__AVX2__) && !defined(__AVX512F__)
 // smallTableEncode for x86-64-v3: two registers of eight per step (~10 % faster than counting at N = 4).
 template <unsigned kBits>
-std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mids, std::uint8_t* dst) {
-  const SearchTree<kBits> tree(mids);
+std::uint32_t smallTableEncode(const float* src, std::size_t n, const SearchTree<kBits>& tree, std::uint8_t* dst) {
   const __m256i absMask = _mm256_set1_epi32(0x7fffffff), belowInf = _mm256_set1_epi32(static_cast<int>(detail::kF32InfBits - 1));
   const __m256i signAt = _mm256_set1_epi32(1 << (kBits - 1));
   __m256i special = _mm256_setzero_si256();
@@ -488,11 +497,7 @@ std::uint32_t smallTableEncode(const float* src, std::size_t n, const float* mid
   };
   for (std::size_t i = 0; i + 16 <= n; i += 16) {
     prefetchAhead(src + i);
-    const __m128i bytes = narrowCodes16(codes(src + i), codes(src + i + 8));
-    const std::uint64_t low = packEight<kBits>(static_cast<std::uint64_t>(_mm_cvtsi128_si64(bytes)));
-    const std::uint64_t high = packEight<kBits>(static_cast<std::uint64_t>(_mm_extract_epi64(bytes, 1)));
-    const std::uint64_t word = low | high << (8 * kBits);
-    std::memcpy(dst + i / 8 * kBits, &word, 2 * kBits);
+    storeCodes16<kBits>(narrowCodes16(codes(src + i), codes(src + i + 8)), dst + i / 8 * kBits);
   }
   return !_mm256_testz_si256(special, special);
 }
@@ -506,10 +511,11 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   constexpr std::uint32_t kSize = 1u << (kBits - 1);
   std::uint32_t nonFinite = 0;
 #if defined(__AVX2__)
+  const SearchTree<kBits> tree(mids);  // at most 127 floats per chunk
   if constexpr (kBits >= 2 && kBits <= 4) {
     // Whole groups of 16 straight into the payload; the rest (< 16 elements, byte-aligned) below.
     const std::size_t head = n / 16 * 16;
-    nonFinite |= smallTableEncode<kBits>(src, head, mids, dst);
+    nonFinite |= smallTableEncode<kBits>(src, head, tree, dst);
     src += head;
     dst += head / 8 * kBits;
     n -= head;
@@ -521,7 +527,6 @@ bool encodeTableN(const float* src, std::size_t n, const float* mids, std::uint8
   // From 16 entries on, the register search beats counting all midpoints and the bucket lookup
   // (whose table reads become gathers); the < 16 elements N = 2..4 leave above are counted.
   constexpr bool kUseTree = kSize >= 16;
-  const SearchTree<kBits> tree(mids);  // at most 127 floats per chunk; unused below 16 entries
 #else
   constexpr bool kUseTree = false;
 #endif

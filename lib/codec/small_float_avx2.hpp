@@ -58,8 +58,7 @@ class FiniteAmax8 {
 };
 
 // As encodeRunScanNext of the AVX-512 file: encodes src[0..n) scaled by f and returns the finite
-// amax bits of next[0..nextCount), scanned in the same loop. Sixteen elements per step; the last
-// n % 16 go through the scalar encoder (same arithmetic).
+// amax bits of next[0..nextCount), scanned in the same loop. Sixteen elements per step.
 template <class Math, bool kScaled, bool kTwoFactors>
 std::uint32_t encodeRunScanNext8(const float* src, std::size_t n, detail::ScaleFactors f, std::uint8_t* dst,
                                  const float* next, std::size_t nextCount) {
@@ -88,19 +87,10 @@ std::uint32_t encodeRunScanNext8(const float* src, std::size_t n, detail::ScaleF
     prefetchAhead(src + j);
     convert(j);
   }
-  for (; j < n; ++j) {
-    float x = src[j];
-    if constexpr (kScaled) x = detail::mulRn(x, f.first);
-    if constexpr (kTwoFactors) x = detail::mulRn(x, f.second);
-    dst[j] = static_cast<std::uint8_t>(Math::encode(x));
-  }
+  // The last n % 16 by the scalar encoder (x * 1 is exact, so raw codes may pass factors of 1).
+  if (j < n) encodeScaledBlock<Math>(src + j, n - j, kScaled ? f : detail::ScaleFactors{1.0f, 1.0f}, dst + j);
   for (j = i; j + 8 <= nextCount; j += 8) amax.add(_mm256_loadu_ps(next + j));
-  std::uint32_t bits = amax.bits();
-  for (; j < nextCount; ++j) {
-    const std::uint32_t a = detail::floatBits(next[j]) & detail::kF32AbsMask;
-    if (a < detail::kF32InfBits) bits = std::max(bits, a);
-  }
-  return bits;
+  return std::max(amax.bits(), detail::floatBits(finiteAmax(next + j, nextCount - j)));
 }
 
 // Eight codes (the low 8 bytes) -> fp32 through the fp16 with the same bits, as smallFloatValues16.
@@ -134,7 +124,7 @@ void decodeSmallFloatRun8(const std::uint8_t* src, std::size_t n, detail::ScaleF
     _mm256_storeu_ps(out + i, kAdd ? _mm256_add_ps(_mm256_loadu_ps(out + i), y) : y);
   }
   for (; i < n; ++i) {
-    float v = std::is_same_v<Math, detail::Fp8Math> ? detail::Fp16Math::decode(std::uint32_t{src[i]} << 8) : Math::decode(src[i]);
+    float v = byteValue<Math>(src[i]);
     if constexpr (kScaled) v = detail::mulRn(detail::mulRn(v, g.first), g.second);
     out[i] = kAdd ? out[i] + v : v;
   }

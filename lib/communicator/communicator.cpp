@@ -113,10 +113,8 @@ struct Communicator::Impl {
   // Error(kMismatch) on every rank before any data moves.
   void checkAgreement(std::size_t count, Format format, Algorithm algorithm, bool average,
                       bool errorFeedback) {
-    std::uint64_t signature = detail::mixSignature(detail::mixSignature(detail::mixSignature(detail::mixSignature(detail::mixSignature(0, count), static_cast<std::uint64_t>(format)),
-                                          static_cast<std::uint64_t>(algorithm)),
-                                      average),
-                                  errorFeedback);
+    const std::uint64_t signature = detail::signatureOf(0, count, static_cast<std::uint64_t>(format),
+                                                       static_cast<std::uint64_t>(algorithm), average, errorFeedback);
     std::uint64_t values[2] = {signature, ~signature};
     transport->allreduceMax(values, 2);
     ADAPREC_CHECK(values[0] == signature && values[1] == ~signature, ErrorCode::kMismatch,

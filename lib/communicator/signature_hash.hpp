@@ -12,6 +12,14 @@ inline std::uint64_t mixSignature(std::uint64_t h, std::uint64_t v) {
   return h * 0xff51afd7ed558ccdull;
 }
 
+// mixSignature folded over the values from the left: signatureOf(a, b, c) = mix(mix(a, b), c).
+template <class... Values>
+std::uint64_t signatureOf(std::uint64_t first, Values... rest) {
+  std::uint64_t h = first;
+  ((h = mixSignature(h, static_cast<std::uint64_t>(rest))), ...);
+  return h;
+}
+
 inline std::uint64_t hashSignatureText(std::string_view text) {
   std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
   for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
