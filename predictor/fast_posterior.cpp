@@ -354,11 +354,12 @@ void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& ba
 }
 }  // namespace
 
-Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, const FastOptions& options) {
+Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& requested, const FastOptions& options) {
   options.check();
   auto state = std::make_shared<detail::PosteriorState>();
-  state->data = detail::prepareData(curves, model);
-  state->model = model;
+  state->data = detail::prepareData(curves, requested);
+  state->model = detail::resolveGainPrior(requested, curves);
+  const ModelOptions& model = state->model;
   const detail::Data& data = state->data;
   const std::vector<ThetaNode> thetaGrid = thetaNodes(model, options);
   // Noise nodes: sigma cells times the binomial scales (one scale, 1, without sample counts).

@@ -101,7 +101,7 @@ double truncatedNormalDraw(double m, double s, std::mt19937_64& rng) {
 Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions& model, const McmcOptions& options) {
   auto state = std::make_shared<PosteriorState>();
   state->data = prepareData(curves, model);
-  state->model = model;
+  state->model = resolveGainPrior(model, curves);
   const CollapsedTarget target(state->data, state->model);
   const std::vector<Family>& families = state->model.families;
   const std::size_t chainCount = options.walkers > 0 ? options.walkers : 8;

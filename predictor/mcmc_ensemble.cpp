@@ -151,7 +151,7 @@ Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelO
                     "tau), got " << model.sharedNoiseSds.size() << "; use McmcMethod::kCollapsed");
   auto state = std::make_shared<detail::PosteriorState>();
   state->data = detail::prepareData(curves, model);
-  state->model = model;
+  state->model = detail::resolveGainPrior(model, curves);
   const Target target(state->data, state->model);
   const std::size_t dim = target.dimension();
   std::size_t walkerCount = options.walkers;

@@ -66,6 +66,8 @@ void ModelOptions::check() const {
                     "ModelOptions: prior means must be finite");
   ADAPREC_CHECK_ARG(startSd > 0 && gainSd > 0 && std::isfinite(startSd) && std::isfinite(gainSd),
                     "ModelOptions: prior sds must be > 0, got start " << startSd << " gain " << gainSd);
+  ADAPREC_CHECK_ARG(gainHeadroomSd >= 0 && std::isfinite(gainHeadroomSd),
+                    "ModelOptions: gainHeadroomSd must be finite and >= 0, got " << gainHeadroomSd);
   ADAPREC_CHECK_ARG(noiseMin > 0 && noiseMax > noiseMin && std::isfinite(noiseMax),
                     "ModelOptions: need 0 < noiseMin < noiseMax, got " << noiseMin << ", " << noiseMax);
   ADAPREC_CHECK_ARG(!binomialScales.empty(), "ModelOptions: binomialScales must not be empty");
@@ -140,6 +142,21 @@ void validateCurves(const std::vector<Curve>& curves) {
 }
 
 namespace detail {
+
+double headroomGainSd(double gainHeadroomSd, double firstValueMean) {
+  return gainHeadroomSd * std::max(1.0 - firstValueMean, kMinHeadroom);
+}
+
+ModelOptions resolveGainPrior(const ModelOptions& model, const std::vector<Curve>& curves) {
+  ModelOptions out = model;
+  if (model.gainHeadroomSd == 0 || curves.empty()) return out;
+  double first = 0;
+  for (const Curve& curve : curves) first += curve.values.front() / static_cast<double>(curves.size());
+  out.gainMean = 0;
+  out.gainSd = headroomGainSd(model.gainHeadroomSd, first);
+  out.gainHeadroomSd = 0;
+  return out;
+}
 
 Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
   validateCurves(curves);

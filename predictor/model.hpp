@@ -41,6 +41,13 @@ struct Data {
 
 Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model);
 
+// The gain prior's sd under ModelOptions::gainHeadroomSd, given the mean first value.
+double headroomGainSd(double gainHeadroomSd, double firstValueMean);
+// The model with the headroom gain prior turned into the fixed one it stands for on these (validated)
+// curves (gainMean 0, gainSd from headroomGainSd, gainHeadroomSd 0); unchanged with the fixed prior.
+// Every fit resolves it first, so the evidence, the samplers and the predictive see one fixed prior.
+ModelOptions resolveGainPrior(const ModelOptions& model, const std::vector<Curve>& curves);
+
 // Nonlinear parameters from unit coordinates u in [0,1]^2 (the prior is uniform in u): kappa is
 // log-uniform over the family's range, alpha uniform. One-parameter families ignore u[1].
 std::array<double, 2> familyTheta(Family family, double u0, double u1);

@@ -21,21 +21,31 @@ PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vect
     draw.sharedSd = model.sharedNoiseSds[static_cast<std::size_t>(unit(rng) * sharedCount) % sharedCount];
     std::vector<double> shared;  // s_t, one per step, common to every curve
     for (std::size_t t = 0; t < steps.size(); ++t) shared.push_back(draw.sharedSd * normal(rng));
+    // Starts first: the headroom gain prior scales with the curves' mean first value, which does not
+    // depend on the gains when the first step is 0 (g(0) = 0); otherwise the mean start stands in for it.
+    std::vector<double> firstNoise;
+    double first = 0;
+    for (int c = 0; c < curveCount; ++c) {
+      draw.start.push_back(model.startMean + model.startSd * normal(rng));
+      firstNoise.push_back(draw.noiseSd * normal(rng));
+      first += (draw.start.back() + (steps[0] == 0 ? shared[0] + firstNoise.back() : 0.0)) / curveCount;
+    }
+    const double gainMean = model.gainHeadroomSd > 0 ? 0.0 : model.gainMean;
+    const double gainSd = model.gainHeadroomSd > 0 ? headroomGainSd(model.gainHeadroomSd, first) : model.gainSd;
     bool valid = true;
     for (int c = 0; c < curveCount && valid; ++c) {
-      const double a = model.startMean + model.startSd * normal(rng);
+      const double a = draw.start[static_cast<std::size_t>(c)];
       double b = -1;
-      while (b < 0) b = model.gainMean + model.gainSd * normal(rng);
+      while (b < 0) b = gainMean + gainSd * normal(rng);
       Curve curve;
       for (std::size_t t = 0; t < steps.size(); ++t) {
         const double step = steps[t];
-        const double y =
-            a + b * basis(draw.family, draw.theta, step / stepScale) + shared[t] + draw.noiseSd * normal(rng);
+        const double noise = t == 0 ? firstNoise[static_cast<std::size_t>(c)] : draw.noiseSd * normal(rng);
+        const double y = a + b * basis(draw.family, draw.theta, step / stepScale) + shared[t] + noise;
         if (!(y >= 0 && y <= 1)) valid = false;
         curve.steps.push_back(step);
         curve.values.push_back(y);
       }
-      draw.start.push_back(a);
       draw.gain.push_back(b);
       draw.curves.push_back(std::move(curve));
     }

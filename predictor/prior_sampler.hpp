@@ -20,7 +20,8 @@ struct PriorDraw {
 };
 
 // Draws (family, theta, sigma, tau) once, (a_c, b_c) per curve and the shared term s_t per step, then values at `steps` with x = step /
-// stepScale. Draws whose values leave [0, 1] are rejected and redrawn, i.e. the prior is conditioned on
+// stepScale. Under the headroom gain prior the draw matches the fit's prior exactly when steps[0] is 0
+// (the first values, which set the gain's scale, are drawn before the gains). Draws whose values leave [0, 1] are rejected and redrawn, i.e. the prior is conditioned on
 // valid accuracies (the predictive's truncation to [0, 1] mirrors that).
 PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vector<double>& steps,
                       double stepScale, std::mt19937_64& rng);

@@ -4,9 +4,11 @@
 //   sgd     - real curves: a small MLP trained by SGD, 5 gradient precisions branching from one fp32
 //             checkpoint, validation accuracy on 500 samples (sgd_curves.hpp). Honest test.
 //   trainer - real curves from adaprec-train (2 ranks, Fashion-MNIST, 5 wire formats branching from one
-//             checkpoint; trainer_curves.csv, written by make_trainer_curves.sh, and
-//             trainer_curves_heldout.csv, 4 more sets written after the shared-noise model was fixed,
-//             with --trainer-csv). Honest test.
+//             checkpoint), written by make_trainer_curves.sh: trainer_curves.csv (5 sets) and
+//             trainer_curves_heldout.csv (4, written after the shared-noise model was fixed), on which the
+//             model was designed; trainer_curves_design.csv (12, written to choose the gain prior) and
+//             trainer_curves_final.csv (8, written with them and evaluated once the prior was fixed).
+//             All 29 by default (--trainer-csv picks files). Honest test.
 //   prior   - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
 // The real sources lead every curve with the checkpoint's own evaluation, as the precision controller
 // does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
@@ -55,6 +57,7 @@ struct Score {
 struct Cell {
   Score final, later;
   std::vector<double> timesMs;
+  std::vector<double> setFinalLpd;  // per set: mean final-value log density (paired comparisons)
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -119,6 +122,7 @@ double cpuMs() {
 template <typename Fit>
 void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vector<ap::Curve>& observed,
                    Cell& cell) {
+  const Score before = cell.final;
   const double start = cpuMs();
   const ap::Posterior posterior = fit(observed);
   for (std::size_t c = 0; c < full.size(); ++c) posterior.predict(c, full[c].steps.back());
@@ -131,11 +135,13 @@ void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vecto
       if (isFinal) cell.final.add(s);
     }
   }
+  cell.setFinalLpd.push_back((cell.final.logDensity - before.logDensity) / (cell.final.count - before.count));
 }
 
 template <typename Forecaster>
 void evaluatePoint(Forecaster makeForecaster, const std::vector<ap::Curve>& full,
                    const std::vector<ap::Curve>& observed, Cell& cell) {
+  const Score before = cell.final;
   const double start = cpuMs();
   std::vector<decltype(makeForecaster(observed[0]))> forecasters;
   for (std::size_t c = 0; c < full.size(); ++c) {
@@ -151,6 +157,7 @@ void evaluatePoint(Forecaster makeForecaster, const std::vector<ap::Curve>& full
       if (isFinal) cell.final.add(s);
     }
   }
+  cell.setFinalLpd.push_back((cell.final.logDensity - before.logDensity) / (cell.final.count - before.count));
 }
 
 void printTable(const std::string& source, const std::map<std::pair<int, std::string>, Cell>& cells,
@@ -170,6 +177,27 @@ void printTable(const std::string& source, const std::map<std::pair<int, std::st
                   c.later.cover90 / nl, percentile(c.timesMs, 0.5), percentile(c.timesMs, 0.99));
     }
   }
+  // The curves of one set share a checkpoint and their noise, so sets (not curves) are the independent
+  // units: the paired difference of the per-set final LPD, with its standard error over the sets.
+  std::printf("final LPD of fast minus another method, mean over sets +- standard error (paired):\n");
+  for (int percent : cutoffs) {
+    auto fast = cells.find({percent, "fast"});
+    if (fast == cells.end()) continue;
+    std::printf("%5d%%", percent);
+    for (const std::string& m : methods) {
+      auto other = cells.find({percent, m});
+      if (m == "fast" || other == cells.end()) continue;
+      const std::vector<double>& a = fast->second.setFinalLpd;
+      const std::vector<double>& b = other->second.setFinalLpd;
+      const double n = static_cast<double>(a.size());
+      double mean = 0, sq = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) mean += (a[i] - b[i]) / n;
+      for (std::size_t i = 0; i < a.size(); ++i) sq += (a[i] - b[i] - mean) * (a[i] - b[i] - mean);
+      const double se = n > 1 ? std::sqrt(sq / (n - 1) / n) : 0.0;
+      std::printf("   vs %-4s %+8.3f +- %.3f", m.c_str(), mean, se);
+    }
+    std::printf("\n");
+  }
 }
 }  // namespace
 
@@ -181,19 +209,23 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   bool noMcmc = false, big = false, noCounts = false;
   std::string sourceChoice = "all";
-  std::vector<std::string> trainerCsvs = {ADAPREC_TRAINER_CURVES};
+  const std::string dir = ADAPREC_TRAINER_CURVE_DIR;
+  std::vector<std::string> trainerCsvs = {dir + "/trainer_curves.csv", dir + "/trainer_curves_heldout.csv",
+                                          dir + "/trainer_curves_design.csv", dir + "/trainer_curves_final.csv"};
   bool anchor = true;
   ap::FastOptions fastOptions;
   ap::ModelOptions model;
-  app.add_option("--sets", sets, "curve sets (5 curves x 30 points) per source")->check(CLI::PositiveNumber);
+  app.add_option("--sets", sets, "curve sets (5 curves x 30 points) per source (default 10; the trainer source: all "
+                 "its sets unless given)")->check(CLI::PositiveNumber);
   app.add_option("--mcmc-iterations", mcmcIterations, "collapsed-MCMC iterations per chain (8 chains, 1/3 burn-in)")->check(CLI::Range(20, 1000000));
   app.add_option("--timing-reps", timingReps, "repetitions of the 5 x 30 timing")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "base seed");
   app.add_flag("--no-mcmc", noMcmc, "skip the MCMC reference");
   app.add_flag("--no-counts", noCounts, "give the methods the sgd curves without their sample counts");
   app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "trainer", "all"}));
-  app.add_option("--trainer-csv", trainerCsvs, "curves of the trainer source (make_trainer_curves.sh); several "
-                 "files, comma-separated, are evaluated as one source, their sets in the order given")->delimiter(',');
+  app.add_option("--trainer-csv", trainerCsvs, "curves of the trainer source (make_trainer_curves.sh; default: the "
+                 "4 files of bench/predictor); several files, comma-separated, are evaluated as one source, their "
+                 "sets in the order given")->delimiter(',');
   app.add_flag("!--no-anchor", anchor, "real sources: do not lead every curve with the checkpoint's own evaluation "
                "(by default they are, as the precision controller does; the point is not counted in the cutoff)");
   app.add_option("--grid1d", fastOptions.grid1d, "fitFast grid1d");
@@ -204,8 +236,10 @@ int main(int argc, char** argv) {
   app.add_option("--refine-cells", fastOptions.refineCells, "fitFast refineCells");
   app.add_option("--start-mean", model.startMean, "model prior: startMean");
   app.add_option("--start-sd", model.startSd, "model prior: startSd");
-  app.add_option("--gain-mean", model.gainMean, "model prior: gainMean");
-  app.add_option("--gain-sd", model.gainSd, "model prior: gainSd");
+  app.add_option("--gain-mean", model.gainMean, "model prior: gainMean (with --gain-headroom-sd 0)");
+  app.add_option("--gain-sd", model.gainSd, "model prior: gainSd (with --gain-headroom-sd 0)");
+  app.add_option("--gain-headroom-sd", model.gainHeadroomSd, "model prior: gainHeadroomSd (0: the fixed gain prior "
+                 "of --gain-mean/--gain-sd)");
   app.add_option("--noise-max", model.noiseMax, "model prior: noiseMax");
   app.add_option("--shared-noise", model.sharedNoiseSds, "model prior: sharedNoiseSds, the values of tau "
                  "(comma-separated; 0 alone: no noise shared across the curves)")->delimiter(',');
@@ -222,6 +256,11 @@ int main(int argc, char** argv) {
                 noMcmc ? "off" : (std::to_string(mcmcIterations) + " iterations").c_str(), noCounts ? "no" : "yes", anchor ? "yes" : "no",
                 fastOptions.grid1d, fastOptions.grid2d, fastOptions.noiseGrid, fastOptions.noiseGridWithCounts,
                 fastOptions.refineLevels, fastOptions.refineCells, sharedList(model).c_str());
+    if (model.gainHeadroomSd > 0) {
+      std::printf("gain prior: half-normal, sd %g x headroom (1 - mean first value)\n", model.gainHeadroomSd);
+    } else {
+      std::printf("gain prior: N(%g, %g^2) truncated to >= 0\n", model.gainMean, model.gainSd);
+    }
     const std::vector<int> cutoffs = {10, 20, 40};
     std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
     if (noMcmc) methods.erase(methods.begin() + 1);
@@ -240,12 +279,14 @@ int main(int argc, char** argv) {
       for (const std::string& file : trainerCsvs) {
         const auto loaded = adaprec::bench::loadTrainerCurves(file);
         trainerSets.insert(trainerSets.end(), loaded.begin(), loaded.end());
+        std::printf("trainer source: %zu sets from %s\n", loaded.size(), file.c_str());
       }
     }
     for (const std::string source : {"sgd", "prior", "trainer"}) {
       if (sourceChoice != "all" && sourceChoice != source) continue;
       std::map<std::pair<int, std::string>, Cell> cells;
-      const int setCount = source == "trainer" ? std::min(sets, static_cast<int>(trainerSets.size())) : sets;
+      const int trainerCount = static_cast<int>(trainerSets.size());
+      const int setCount = source != "trainer" ? sets : app.count("--sets") ? std::min(sets, trainerCount) : trainerCount;
       for (int s = 0; s < setCount; ++s) {
         const std::uint64_t setSeed = seed * 1000003 + s;
         // Real sources: the branches of one checkpoint, led by the checkpoint's own evaluation as the
@@ -268,7 +309,8 @@ int main(int argc, char** argv) {
           if (source == "prior") {
             std::mt19937_64 rng(setSeed * 31 + percent);
             std::vector<double> steps;
-            for (int i = 1; i <= kPoints; ++i) steps.push_back(20.0 * i);
+            // From step 0, as the anchored real sources (the headroom gain prior reads the first values).
+            for (int i = 0; i < kPoints; ++i) steps.push_back(20.0 * i);
             full = ap::detail::samplePrior(model, kCurves, steps, steps[m - 1], rng).curves;
           }
           const std::vector<ap::Curve> observed = firstPoints(full, m + lead);

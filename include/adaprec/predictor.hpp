@@ -63,7 +63,15 @@ struct ModelOptions {
   std::vector<Family> families = allFamilies();  // equal prior weight each
   double startMean = 0.3;   // a_c ~ N(startMean, startSd^2): value extrapolated to step 0
   double startSd = 0.4;
-  double gainMean = 0.3;    // b_c ~ N(gainMean, gainSd^2) truncated to b_c >= 0: asymptote - start
+  // b_c (asymptote - start) has a half-normal prior scaled by the headroom above the curves' first values:
+  // b_c ~ N(0, (gainHeadroomSd * h)^2) truncated to b_c >= 0, h = 1 - (mean over the curves of their first
+  // value), at least kMinHeadroom. An accuracy cannot gain more than its headroom; at 0.7 the asymptote
+  // stays below 1 with 85% prior probability. With the controller's anchor (the checkpoint's evaluation
+  // at step 0) the first value is the checkpoint's accuracy. An empirical-Bayes choice: one number of the
+  // data sets the scale, measured in docs/predictor.md. gainHeadroomSd = 0 selects the fixed prior
+  // b_c ~ N(gainMean, gainSd^2) truncated to b_c >= 0 instead.
+  double gainHeadroomSd = 0.7;
+  double gainMean = 0.3;
   double gainSd = 0.4;
   double noiseMin = 1e-3;   // sigma log-uniform on [noiseMin, noiseMax]
   double noiseMax = 0.3;
@@ -78,6 +86,7 @@ struct ModelOptions {
   double stepScale = 0.0;
   void check() const;
 };
+inline constexpr double kMinHeadroom = 0.02;
 
 // Quadrature of the fast posterior.
 struct FastOptions {

@@ -77,6 +77,12 @@ TEST_CASE("invalid options and queries raise kInvalidArgument", "[predictor][err
     model.sharedNoiseSds = shared;
     CHECK(codeOf([&] { ap::fitFast(ok, model); }) == ErrorCode::kInvalidArgument);
   }
+  for (double headroomSd : {-0.1, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    model = {};
+    model.gainHeadroomSd = headroomSd;
+    CHECK(codeOf([&] { ap::fitFast(ok, model); }) == ErrorCode::kInvalidArgument);
+    CHECK(codeOf([&] { ap::fitMcmc(ok, model); }) == ErrorCode::kInvalidArgument);
+  }
   model = {};
   ap::FastOptions fast;
   fast.grid2d = 1;
