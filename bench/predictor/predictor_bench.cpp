@@ -111,6 +111,11 @@ std::string sharedList(const ap::ModelOptions& model) {
   return out;
 }
 
+// Records the set just scored (its final values are those added to cell.final since `before`).
+void closeSet(Cell& cell, const Score& before) {
+  cell.setFinalLpd.push_back((cell.final.logDensity - before.logDensity) / (cell.final.count - before.count));
+}
+
 // CPU time of this thread: the machine is shared, and the goal is stated per core.
 double cpuMs() {
   timespec t;
@@ -135,7 +140,7 @@ void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vecto
       if (isFinal) cell.final.add(s);
     }
   }
-  cell.setFinalLpd.push_back((cell.final.logDensity - before.logDensity) / (cell.final.count - before.count));
+  closeSet(cell, before);
 }
 
 template <typename Forecaster>
@@ -157,7 +162,7 @@ void evaluatePoint(Forecaster makeForecaster, const std::vector<ap::Curve>& full
       if (isFinal) cell.final.add(s);
     }
   }
-  cell.setFinalLpd.push_back((cell.final.logDensity - before.logDensity) / (cell.final.count - before.count));
+  closeSet(cell, before);
 }
 
 void printTable(const std::string& source, const std::map<std::pair<int, std::string>, Cell>& cells,

@@ -200,6 +200,16 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
 #if defined(__AVX512F__)
 #include "codec/small_float_avx512.hpp"
 #endif
+// The widest 8-bit float runs this variant has (the kernel table below names them once).
+#if defined(__AVX512F__)
+#define ADAPREC_SMALL_FLOAT_VECTOR 1
+template <class Math>
+using NativeSmallFloatRuns = SmallFloatRuns16<Math>;
+#elif defined(__F16C__) && defined(__AVX2__)
+#define ADAPREC_SMALL_FLOAT_VECTOR 1
+template <class Math>
+using NativeSmallFloatRuns = SmallFloatRuns8<Math>;
+#endif
 
 // --- Table-N ---------------------------------------------------------------------------------------
 // Everything is instantiated per N so loop bounds, shifts and masks are compile-time constants and
@@ -697,20 +707,13 @@ const HostKernels kKernels = {
     .encodeBf16 = encode16<detail::Bf16Math>,
     .decodeBf16 = decodeBf16,
     .decodeAddBf16 = decodeAddBf16,
-#if defined(__AVX512F__)
-    .encodeFp8 = encodeSmallFloatBlocks<SmallFloatRuns16<detail::Fp8Math>>,
-    .encodeE4m3 = encodeSmallFloatBlocks<SmallFloatRuns16<detail::E4m3Math>>,
-    .decodeFp8 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::Fp8Math>, false>,
-    .decodeE4m3 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::E4m3Math>, false>,
-    .decodeAddFp8 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::Fp8Math>, true>,
-    .decodeAddE4m3 = decodeSmallFloatBlocks<SmallFloatRuns16<detail::E4m3Math>, true>,
-#elif defined(__F16C__) && defined(__AVX2__)
-    .encodeFp8 = encodeSmallFloatBlocks<SmallFloatRuns8<detail::Fp8Math>>,
-    .encodeE4m3 = encodeSmallFloatBlocks<SmallFloatRuns8<detail::E4m3Math>>,
-    .decodeFp8 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::Fp8Math>, false>,
-    .decodeE4m3 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::E4m3Math>, false>,
-    .decodeAddFp8 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::Fp8Math>, true>,
-    .decodeAddE4m3 = decodeSmallFloatBlocks<SmallFloatRuns8<detail::E4m3Math>, true>,
+#if defined(ADAPREC_SMALL_FLOAT_VECTOR)
+    .encodeFp8 = encodeSmallFloatBlocks<NativeSmallFloatRuns<detail::Fp8Math>>,
+    .encodeE4m3 = encodeSmallFloatBlocks<NativeSmallFloatRuns<detail::E4m3Math>>,
+    .decodeFp8 = decodeSmallFloatBlocks<NativeSmallFloatRuns<detail::Fp8Math>, false>,
+    .decodeE4m3 = decodeSmallFloatBlocks<NativeSmallFloatRuns<detail::E4m3Math>, false>,
+    .decodeAddFp8 = decodeSmallFloatBlocks<NativeSmallFloatRuns<detail::Fp8Math>, true>,
+    .decodeAddE4m3 = decodeSmallFloatBlocks<NativeSmallFloatRuns<detail::E4m3Math>, true>,
 #else
     .encodeFp8 = encode8<detail::Fp8Math>,
     .encodeE4m3 = encode8<detail::E4m3Math>,
