@@ -8,8 +8,9 @@
 //             trainer_curves_heldout.csv (4, written after the shared-noise model was fixed), on which the
 //             model was designed; trainer_curves_design.csv (12, written to choose the gain prior) and
 //             trainer_curves_final.csv (8, written with them and evaluated once the prior was fixed).
-//             All 29 by default (--trainer-csv picks files). trainer_curves_fresh.csv (10 sets) is not
-//             read by default: it is held out for the next model change. Honest test.
+//             All 29 by default (--trainer-csv picks files). trainer_curves_fresh.csv (10 sets, written
+//             later) is not read by default: it was held out and evaluated once (docs/predictor.md).
+//             Honest test.
 //   prior   - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
 // The real sources lead every curve with the checkpoint's own evaluation, as the precision controller
 // does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
