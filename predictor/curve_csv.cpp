@@ -42,12 +42,20 @@ double parseNumber(const std::string& field, const char* column, long line) {
                 "line " << line << ": column '" << column << "' is not a finite number: '" << field << "'");
   return value;
 }
+
+// An id column (curve, run): a non-negative integer.
+long parseId(const std::string& field, const char* column, long line) {
+  const double raw = parseNumber(field, column, line);
+  ADAPREC_CHECK(raw >= 0 && raw == std::floor(raw) && raw < 1e9, ErrorCode::kMalformedInput,
+                "line " << line << ": " << column << " must be a non-negative integer, got '" << field << "'");
+  return static_cast<long>(raw);
+}
 }  // namespace
 
 CurveTable readCurvesCsv(std::istream& in) {
   std::string text;
   long lineNumber = 0;
-  int stepColumn = -1, valueColumn = -1, curveColumn = -1, countColumn = -1;
+  int stepColumn = -1, valueColumn = -1, curveColumn = -1, countColumn = -1, runColumn = -1;
   std::size_t columnCount = 0;
   // Header: the first line that is neither blank nor a '#' comment.
   while (std::getline(in, text)) {
@@ -60,10 +68,11 @@ CurveTable readCurvesCsv(std::istream& in) {
       std::string name = names[i];
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
       int* slot = name == "step" ? &stepColumn : name == "value" ? &valueColumn
-                : name == "curve" ? &curveColumn : name == "n" ? &countColumn : nullptr;
+                : name == "curve" ? &curveColumn : name == "n" ? &countColumn
+                : name == "run" ? &runColumn : nullptr;
       ADAPREC_CHECK(slot != nullptr, ErrorCode::kMalformedInput,
                     "line " << lineNumber << ": unknown column '" << names[i]
-                            << "' (expected step, value and optionally curve, n)");
+                            << "' (expected step, value and optionally curve, n, run)");
       ADAPREC_CHECK(*slot < 0, ErrorCode::kMalformedInput,
                     "line " << lineNumber << ": column '" << name << "' appears twice");
       *slot = static_cast<int>(i);
@@ -74,8 +83,9 @@ CurveTable readCurvesCsv(std::istream& in) {
   ADAPREC_CHECK(stepColumn >= 0 && valueColumn >= 0, ErrorCode::kMalformedInput,
                 "line " << lineNumber << ": the header must name columns 'step' and 'value'");
 
-  std::map<long, Curve> byId;
-  std::map<long, long> lastLine;
+  using Key = std::pair<long, long>;  // (run, curve)
+  std::map<Key, Curve> byId;
+  std::map<Key, long> lastLine;
   while (std::getline(in, text)) {
     ++lineNumber;
     const std::string line = trim(text);
@@ -85,22 +95,18 @@ CurveTable readCurvesCsv(std::istream& in) {
                   "line " << lineNumber << ": " << fields.size() << " fields, the header has " << columnCount);
     const double step = parseNumber(fields[stepColumn], "step", lineNumber);
     const double value = parseNumber(fields[valueColumn], "value", lineNumber);
-    long id = 0;
-    if (curveColumn >= 0) {
-      const double raw = parseNumber(fields[curveColumn], "curve", lineNumber);
-      ADAPREC_CHECK(raw >= 0 && raw == std::floor(raw) && raw < 1e9, ErrorCode::kMalformedInput,
-                    "line " << lineNumber << ": curve must be a non-negative integer, got '"
-                            << fields[curveColumn] << "'");
-      id = static_cast<long>(raw);
-    }
+    const long id = curveColumn >= 0 ? parseId(fields[curveColumn], "curve", lineNumber) : 0;
+    const long run = runColumn >= 0 ? parseId(fields[runColumn], "run", lineNumber) : 0;
+    const Key key{run, id};
     ADAPREC_CHECK(step >= 0, ErrorCode::kMalformedInput, "line " << lineNumber << ": step must be >= 0, got " << step);
     ADAPREC_CHECK(value >= 0 && value <= 1, ErrorCode::kMalformedInput,
                   "line " << lineNumber << ": value must be in [0, 1], got " << value);
-    Curve& curve = byId[id];
+    Curve& curve = byId[key];
     ADAPREC_CHECK(curve.steps.empty() || step > curve.steps.back(), ErrorCode::kMalformedInput,
                   "line " << lineNumber << ": step " << step << " of curve " << id
+                          << (runColumn >= 0 ? " of run " + std::to_string(run) : std::string())
                           << " does not follow step " << (curve.steps.empty() ? 0.0 : curve.steps.back())
-                          << " (line " << lastLine[id] << "); steps of a curve must increase");
+                          << " (line " << lastLine[key] << "); steps of a curve must increase");
     curve.steps.push_back(step);
     curve.values.push_back(value);
     if (countColumn >= 0) {
@@ -108,15 +114,25 @@ CurveTable readCurvesCsv(std::istream& in) {
       ADAPREC_CHECK(n > 0, ErrorCode::kMalformedInput, "line " << lineNumber << ": n must be > 0, got " << n);
       curve.sampleCounts.push_back(n);
     }
-    lastLine[id] = lineNumber;
+    lastLine[key] = lineNumber;
   }
   ADAPREC_CHECK(!byId.empty(), ErrorCode::kMalformedInput, "line " << lineNumber << ": no data rows after the header");
   CurveTable table;
-  for (auto& [id, curve] : byId) {
-    table.ids.push_back(id);
+  for (auto& [key, curve] : byId) {
+    table.runs.push_back(key.first);
+    table.ids.push_back(key.second);
     table.curves.push_back(std::move(curve));
   }
   return table;
+}
+
+std::vector<std::vector<Curve>> curvesByRun(const CurveTable& table) {
+  std::vector<std::vector<Curve>> runs;
+  for (std::size_t i = 0; i < table.curves.size(); ++i) {
+    if (i == 0 || table.runs[i] != table.runs[i - 1]) runs.emplace_back();
+    runs.back().push_back(table.curves[i]);
+  }
+  return runs;
 }
 
 }  // namespace adaprec::predictor

@@ -61,19 +61,24 @@ struct ThetaNode {
   double logPrior;
 };
 
-std::vector<ThetaNode> thetaNodes(const ModelOptions& model, const FastOptions& options) {
+// The base grid's theta cells with their prior mass (density at the centre times the cell's volume:
+// exact for the uniform prior and for a learned one on the same or a coarser grid). Cells without prior
+// mass are left out.
+std::vector<ThetaNode> thetaNodes(const ModelOptions& model, const detail::ShapeDensity& shape,
+                                  const FastOptions& options) {
   std::vector<ThetaNode> nodes;
-  const double logFamily = -std::log(static_cast<double>(model.families.size()));
   for (Family family : model.families) {
     const bool two = familyParameterCount(family) == 2;
     const int n0 = two ? options.grid2d : options.grid1d;
     const int n1 = two ? options.grid2d : 1;
-    const double logNode = logFamily - std::log(static_cast<double>(n0) * n1);
+    const double logVolume = -std::log(static_cast<double>(n0) * n1);
     for (int i = 0; i < n0; ++i) {
       for (int j = 0; j < n1; ++j) {  // alpha innermost: BasisTable reuses the kappa-only work
         const double u0 = (i + 0.5) / n0, u1 = two ? (j + 0.5) / n1 : 0.5;
+        const double logPrior = shape.logDensity(family, u0, u1) + logVolume;
+        if (!std::isfinite(logPrior)) continue;
         nodes.push_back({family, u0, u1, 0.5 / n0, two ? 0.5 / n1 : 0.0,
-                         detail::familyTheta(family, u0, u1), logNode});
+                         detail::familyTheta(family, u0, u1), logPrior});
       }
     }
   }
@@ -324,10 +329,30 @@ std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double 
   return out;
 }
 
+// The regressor of the gain: g itself, or with ModelOptions::gainAtStepScale g / g(1; theta), whose
+// coefficient is the gain reached at x = 1 (rescaled to b when the components are stored).
+class GainBasis {
+ public:
+  GainBasis(const detail::Data& data, bool atStepScale) : table_(data.distinctX), atStepScale_(atStepScale) {}
+  const std::vector<double>& values(Family family, const std::array<double, 2>& theta) {
+    const std::vector<double>& g = table_.values(family, theta);
+    if (!atStepScale_) return g;
+    const double scale = 1.0 / detail::gainScale(family, theta);
+    scaled_.resize(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) scaled_[i] = g[i] * scale;
+    return scaled_;
+  }
+
+ private:
+  detail::BasisTable table_;
+  bool atStepScale_;
+  std::vector<double> scaled_;
+};
+
 // Splits a cell in three along each of its coordinates and evaluates the children (the 3 noise levels'
 // tables are computed once and shared by the 3 or 9 thetas).
-void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& basis, CellEvaluator& evaluator,
-            std::vector<Cell>& out, FitPool& pool) {
+void refine(const Cell& parent, const detail::Data& data, const detail::ShapeDensity& shape,
+            GainBasis& basis, CellEvaluator& evaluator, std::vector<Cell>& out, FitPool& pool) {
   const bool two = parent.h1 > 0;
   const int n1 = two ? 3 : 1;
   NoiseNodes nodes;
@@ -342,11 +367,17 @@ void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& ba
   child.h0 = parent.h0 / 3.0;
   child.h1 = parent.h1 / 3.0;
   child.hs = parent.hs / 3.0;
-  child.logPrior = parent.logPrior - std::log(3.0 * 3.0 * n1);
+  // A child's prior mass: a ninth (sigma and u0) or 27th of its parent's, times the change of the shape
+  // density between the centres (none for the uniform prior or within a cell of a learned one).
+  const double parentLogVolume = parent.logPrior - std::log(3.0 * 3.0 * n1);
+  const double parentDensity = shape.uniform() ? 0.0 : shape.logDensity(parent.family, parent.u0, parent.u1);
   for (int i = -1; i <= 1; ++i) {
     for (int j = two ? -1 : 0; j <= (two ? 1 : 0); ++j) {
       child.u0 = parent.u0 + i * 2.0 * parent.h0 / 3.0;
       child.u1 = parent.u1 + j * 2.0 * parent.h1 / 3.0;
+      child.logPrior = parentLogVolume;
+      if (!shape.uniform()) child.logPrior += shape.logDensity(child.family, child.u0, child.u1) - parentDensity;
+      if (!std::isfinite(child.logPrior)) continue;
       const std::vector<double>& g = basis.values(child.family, detail::familyTheta(child.family, child.u0, child.u1));
       evaluator.add(child, nodes, tables ? &*tables : nullptr, g, out, pool);
     }
@@ -354,14 +385,17 @@ void refine(const Cell& parent, const detail::Data& data, detail::BasisTable& ba
 }
 }  // namespace
 
-Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& requested, const FastOptions& options) {
+namespace detail {
+std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& curves, const ModelOptions& requested,
+                                                   const FastOptions& options) {
   options.check();
   auto state = std::make_shared<detail::PosteriorState>();
   state->data = detail::prepareData(curves, requested);
   state->model = detail::resolveGainPrior(requested, curves);
   const ModelOptions& model = state->model;
   const detail::Data& data = state->data;
-  const std::vector<ThetaNode> thetaGrid = thetaNodes(model, options);
+  const detail::ShapeDensity shape(model);
+  const std::vector<ThetaNode> thetaGrid = thetaNodes(model, shape, options);
   // Noise nodes: sigma cells times the binomial scales (one scale, 1, without sample counts).
   const bool counts = std::any_of(data.curves.begin(), data.curves.end(), [](const auto& d) { return d.hasCounts; });
   const int sigmaCount = counts ? options.noiseGridWithCounts : options.noiseGrid;
@@ -381,7 +415,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& requeste
   if (data.symmetric) tables.emplace(data, nodes);
 
   const detail::EvidencePrior prior = detail::evidencePrior(model);
-  detail::BasisTable basis(data.distinctX);
+  GainBasis basis(data, model.gainAtStepScale);
   CellEvaluator evaluator(data, prior, storeMargin(options, thetaGrid.size() * cellsPerTheta));
   FitPool pool;
   // Base grid, with the theta-only work shared across noise cells.
@@ -400,7 +434,7 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& requeste
     std::sort(split.begin(), split.end(), std::greater<>());  // erase from the back first
     std::vector<Cell> children;
     for (std::size_t i : split) {
-      refine(cells[i], data, basis, evaluator, children, pool);
+      refine(cells[i], data, shape, basis, evaluator, children, pool);
       cells[i] = cells.back();
       cells.pop_back();
     }
@@ -422,12 +456,20 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& requeste
     state->noiseSd.push_back(std::exp(cell.logSigma));
     state->binomialScale.push_back(cell.binomialScale);
     state->sharedSd.push_back(cell.sharedSd);
+    // With the gain at the step scale the coefficient is b * g(1): back to b.
+    const double gain = model.gainAtStepScale ? 1.0 / detail::gainScale(cell.family, state->theta.back()) : 1.0;
     for (std::size_t c = 0; c < curveCount; ++c) {
       const CurveFit& fit = pool[static_cast<std::size_t>(cell.fit) + c];
-      state->coef.push_back(detail::coefFromGaussian(fit.meanA, fit.meanB, fit.covAA, fit.covAB, fit.covBB));
+      state->coef.push_back(detail::coefFromGaussian(fit.meanA, fit.meanB * gain, fit.covAA, fit.covAB * gain,
+                                                     fit.covBB * gain * gain));
     }
   }
-  return Posterior(std::move(state));
+  return state;
+}
+}  // namespace detail
+
+Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model, const FastOptions& options) {
+  return Posterior(detail::fastPosteriorState(curves, model, options));
 }
 
 }  // namespace adaprec::predictor

@@ -7,7 +7,8 @@
 //   - Gaussian random walk on (u0, u1, log sigma), step adapted towards 30% acceptance during burn-in;
 //   - a family switch keeping (u, sigma), a switch of the binomial scale lambda (with counts) and one
 //     of the shared noise sd tau;
-//   - with probability 0.1, an independence proposal of (k, u) from the prior (leaves local modes).
+//   - with probability 0.1, an independence proposal of (k, u) uniform over the families' unit squares
+//     (leaves local modes; the target carries the shape prior, uniform or learned).
 // For each kept state, every curve's (a_c, b_c) is drawn from its Gaussian marginal posterior with
 // b_c >= 0 (exact truncated-normal sampling): the model's per-curve treatment of the truncation, which
 // is exact for tau = 0 (the ensemble sampler draws the coupled, truncated coefficients jointly).
@@ -56,25 +57,30 @@ struct ChainState {
 class CollapsedTarget {
  public:
   CollapsedTarget(const Data& data, const ModelOptions& model)
-      : data_(data), model_(model), prior_(evidencePrior(model)), g_(data.distinctX.size()) {}
+      : data_(data), model_(model), prior_(evidencePrior(model)), shape_(model), g_(data.distinctX.size()) {}
 
-  // Sum over curves of the log evidence; fills the per-curve Gaussian posteriors when fits != nullptr.
+  // The shape prior plus the log evidence; fills the per-curve Gaussian posteriors when fits != nullptr.
   double operator()(const ChainState& s, std::vector<CurveFit>* fits = nullptr) const {
     if (s.u0 < 0 || s.u0 > 1 || s.u1 < 0 || s.u1 > 1 || s.logSigma < std::log(model_.noiseMin) ||
         s.logSigma > std::log(model_.noiseMax)) {
       return kMinusInf;
     }
+    const double logShape = shape_.logRelative(s.family, s.u0, s.u1);
+    if (!std::isfinite(logShape)) return kMinusInf;
     // The dense joint regression (not fitFast's rotated closed form), so the two paths check each other.
     const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
-    for (std::size_t t = 0; t < g_.size(); ++t) g_[t] = basis(s.family, theta, data_.distinctX[t]);
-    return jointEvidence(data_, prior_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale],
-                         data_.sharedSds[s.shared], fits);
+    // With the gain prior at the step scale the regressor is g / g(1), its coefficient b g(1).
+    const double scale = model_.gainAtStepScale ? 1.0 / gainScale(s.family, theta) : 1.0;
+    for (std::size_t t = 0; t < g_.size(); ++t) g_[t] = scale * basis(s.family, theta, data_.distinctX[t]);
+    return logShape + jointEvidence(data_, prior_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale],
+                                    data_.sharedSds[s.shared], fits);
   }
 
  private:
   const Data& data_;
   const ModelOptions& model_;
   const EvidencePrior prior_;
+  const ShapeDensity shape_;
   mutable std::vector<double> g_;  // scratch: the basis at every distinct x
 };
 
@@ -172,15 +178,18 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
   for (std::size_t i = 0; i < keep; ++i) {
     const ChainState& s = samples[i * samples.size() / keep];
     target(s, &fits);
+    const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
+    // The fits' gain coefficient is b g(1) with the gain prior at the step scale.
+    const double toGain = model.gainAtStepScale ? 1.0 / gainScale(s.family, theta) : 1.0;
     for (std::size_t c = 0; c < curveCount; ++c) {
       const CurveFit& f = fits[c];
       const double b = truncatedNormalDraw(f.meanB, std::sqrt(f.covBB), rng);
       const double r = f.covAB / f.covBB;
       const double condSd = std::sqrt(std::max(f.covAA - r * f.covAB, 0.0));
-      gain[c] = b;
+      gain[c] = b * toGain;
       start[c] = f.meanA + r * (b - f.meanB) + condSd * normal(rng);
     }
-    addSample(*state, s.family, familyTheta(s.family, s.u0, s.u1), std::exp(s.logSigma),
+    addSample(*state, s.family, theta, std::exp(s.logSigma),
               state->data.binomialScales[s.scale], state->data.sharedSds[s.shared], start, gain);
     state->weight.back() = 1.0 / keep;
   }

@@ -30,7 +30,7 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
 class Target {
  public:
-  Target(const detail::Data& data, const ModelOptions& model) : data_(data), model_(model) {
+  Target(const detail::Data& data, const ModelOptions& model) : data_(data), model_(model), shape_(model) {
     logSigmaLo_ = std::log(model.noiseMin);
     logSigmaHi_ = std::log(model.noiseMax);
   }
@@ -43,16 +43,20 @@ class Target {
     if (x[0] < 0 || x[0] > 1 || x[1] < 0 || x[1] > 1 || x[2] < logSigmaLo_ || x[2] > logSigmaHi_) {
       return kMinusInf;
     }
+    double lp = shape_.logRelative(family, x[0], x[1]);
+    if (!std::isfinite(lp)) return kMinusInf;
     const std::array<double, 2> theta = detail::familyTheta(family, x[0], x[1]);
     const double s2 = std::exp(2.0 * x[2]);
-    double lp = 0;
+    // With the gain prior at the step scale it is a prior on b g(1): its density at b g(1) times the
+    // Jacobian g(1) per curve.
+    const double g1 = model_.gainAtStepScale ? detail::gainScale(family, theta) : 1.0;
     for (std::size_t c = 0; c < data_.curves.size(); ++c) {
       const double a = x[3 + 2 * c];
       const double b = x[4 + 2 * c];
       if (b < 0) return kMinusInf;
       const double za = (a - model_.startMean) / model_.startSd;
-      const double zb = (b - model_.gainMean) / model_.gainSd;
-      lp -= 0.5 * (za * za + zb * zb);
+      const double zb = (b * g1 - model_.gainMean) / model_.gainSd;
+      lp -= 0.5 * (za * za + zb * zb) - std::log(g1);
     }
     for (std::size_t t = 0; t < data_.pointsAt.size(); ++t) {
       const double g = detail::basis(family, theta, data_.distinctX[t]);
@@ -78,6 +82,7 @@ class Target {
  private:
   const detail::Data& data_;
   const ModelOptions& model_;
+  const detail::ShapeDensity shape_;
   double logSigmaLo_, logSigmaHi_;
 };
 

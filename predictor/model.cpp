@@ -85,6 +85,17 @@ void ModelOptions::check() const {
   }
   ADAPREC_CHECK_ARG(stepScale >= 0 && std::isfinite(stepScale),
                     "ModelOptions: stepScale must be >= 0, got " << stepScale);
+  if (shapePrior) {
+    shapePrior->check();
+    ADAPREC_CHECK_ARG(stepScale == 0 || stepScale == shapePrior->stepScale,
+                      "ModelOptions: stepScale " << stepScale << " differs from the shape prior's "
+                                                 << shapePrior->stepScale << " (leave it 0)");
+    double mass = 0;
+    for (Family family : families) {
+      for (double m : shapePrior->cellMass[static_cast<std::size_t>(family)]) mass += m;
+    }
+    ADAPREC_CHECK_ARG(mass > 0, "ModelOptions: the shape prior gives the selected families no mass");
+  }
 }
 
 void FastOptions::check() const {
@@ -164,7 +175,9 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
   Data data;
   double last = 0;
   for (const Curve& curve : curves) last = std::max(last, curve.steps.back());
-  data.stepScale = model.stepScale > 0 ? model.stepScale : (last > 0 ? last : 1.0);
+  data.stepScale = model.shapePrior  ? model.shapePrior->stepScale
+                   : model.stepScale > 0 ? model.stepScale
+                                         : (last > 0 ? last : 1.0);
   for (const Curve& curve : curves) {
     CurveData d;
     d.hasCounts = !curve.sampleCounts.empty();
@@ -264,6 +277,13 @@ std::array<double, 2> familyTheta(Family family, double u0, double u1) {
   return {kappa, alpha};
 }
 
+std::array<double, 2> familyUnit(Family family, const std::array<double, 2>& theta) {
+  const FamilyInfo& f = info(family);
+  const double u0 = (std::log10(theta[0]) - f.log10KappaLo) / (f.log10KappaHi - f.log10KappaLo);
+  const double u1 = f.parameterCount == 2 ? (theta[1] - f.alphaLo) / (f.alphaHi - f.alphaLo) : 0.5;
+  return {u0, u1};
+}
+
 double basis(Family family, const std::array<double, 2>& theta, double x) {
   const double kappa = theta[0];
   const double alpha = theta[1];
@@ -276,6 +296,10 @@ double basis(Family family, const std::array<double, 2>& theta, double x) {
     case Family::kIlog2: return 1.0 - 1.0 / std::log(M_E + x / kappa);
   }
   ADAPREC_FAIL(ErrorCode::kInternal, "unknown family " << static_cast<int>(family));
+}
+
+double gainScale(Family family, const std::array<double, 2>& theta) {
+  return std::max(basis(family, theta, 1.0), 1e-12);
 }
 
 double normalCdf(double z) { return 0.5 * std::erfc(-z * M_SQRT1_2); }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <memory>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -51,8 +53,37 @@ ModelOptions resolveGainPrior(const ModelOptions& model, const std::vector<Curve
 // Nonlinear parameters from unit coordinates u in [0,1]^2 (the prior is uniform in u): kappa is
 // log-uniform over the family's range, alpha uniform. One-parameter families ignore u[1].
 std::array<double, 2> familyTheta(Family family, double u0, double u1);
+// The inverse of familyTheta: unit coordinates of theta (u1 = 0.5 for one-parameter families).
+std::array<double, 2> familyUnit(Family family, const std::array<double, 2>& theta);
+
+// The model's prior over the shape, as a density of (family, u) on each family's unit square (interval)
+// times the family's probability: uniform over ModelOptions::families, or the learned ShapePrior
+// restricted to them and renormalised (piecewise constant per cell). Built once per fit.
+class ShapeDensity {
+ public:
+  explicit ShapeDensity(const ModelOptions& model);
+  bool uniform() const { return !prior_; }
+  // log p(family, u0, u1); -inf for a family outside the model or a cell without mass. One-parameter
+  // families ignore u1 (uniform on [0, 1]).
+  double logDensity(Family family, double u0, double u1) const;
+  // logDensity minus the uniform prior's (so exactly 0 under the uniform prior, for a family of the
+  // model): what the samplers add to their targets, which need it only up to a constant.
+  double logRelative(Family family, double u0, double u1) const;
+  // A draw of (family, u0, u1). The uniform prior draws exactly as the code before learned priors did.
+  void sample(std::mt19937_64& rng, Family& family, double& u0, double& u1) const;
+
+ private:
+  std::vector<Family> families_;
+  std::shared_ptr<const ShapePrior> prior_;
+  std::array<std::vector<double>, kFamilyCount> logDensity_;  // per cell: log(mass / total * cell count)
+  std::vector<std::pair<double, std::pair<int, int>>> cumulative_;  // (cumulative mass, (family, cell))
+};
+
 // The basis g(x; theta) in [0, 1] (1 only by rounding once saturated), non-decreasing in x >= 0.
 double basis(Family family, const std::array<double, 2>& theta, double x);
+
+// g(1; theta), the part of the gain b reached at x = 1 (ModelOptions::gainAtStepScale), at least 1e-12.
+double gainScale(Family family, const std::array<double, 2>& theta);
 
 // Basis values at every Data::distinctX for one (family, theta) at a time. What depends only on the
 // family and kappa (log(x / kappa) or log1p(x / kappa)) is kept across calls with the same family and
@@ -159,6 +190,10 @@ struct PosteriorState {
   std::vector<double> sharedSd;        // tau per component
   std::vector<CurveCoef> coef;         // component k, curve c at k * curveCount + c
 };
+
+// fitFast()'s posterior state (learnPriorFromRuns reads its components).
+std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& curves, const ModelOptions& model,
+                                                   const FastOptions& options);
 
 // The two MCMC references behind fitMcmc() (mcmc_collapsed.cpp, mcmc_ensemble.cpp).
 Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions& model, const McmcOptions& options);

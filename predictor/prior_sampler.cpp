@@ -10,12 +10,16 @@ PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vect
   model.check();
   ADAPREC_CHECK_ARG(curveCount > 0 && !steps.empty() && stepScale > 0,
                     "samplePrior: need curves, steps and a positive step scale");
+  ADAPREC_CHECK_ARG(!model.shapePrior || stepScale == model.shapePrior->stepScale,
+                    "samplePrior: a shape prior's shapes are in its own step scale " << model.shapePrior->stepScale);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::normal_distribution<double> normal(0.0, 1.0);
+  const ShapeDensity shape(model);
   for (int attempt = 0; attempt < 100000; ++attempt) {
     PriorDraw draw;
-    draw.family = model.families[static_cast<std::size_t>(unit(rng) * model.families.size()) % model.families.size()];
-    draw.theta = familyTheta(draw.family, unit(rng), unit(rng));
+    double u0 = 0, u1 = 0;
+    shape.sample(rng, draw.family, u0, u1);
+    draw.theta = familyTheta(draw.family, u0, u1);
     draw.noiseSd = model.noiseMin * std::pow(model.noiseMax / model.noiseMin, unit(rng));
     const std::size_t sharedCount = model.sharedNoiseSds.size();
     draw.sharedSd = model.sharedNoiseSds[static_cast<std::size_t>(unit(rng) * sharedCount) % sharedCount];
@@ -32,11 +36,14 @@ PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vect
     }
     const double gainMean = model.gainHeadroomSd > 0 ? 0.0 : model.gainMean;
     const double gainSd = model.gainHeadroomSd > 0 ? headroomGainSd(model.gainHeadroomSd, first) : model.gainSd;
+    // The gain prior is on b, or with gainAtStepScale on b g(1; theta).
+    const double toGain = model.gainAtStepScale ? 1.0 / gainScale(draw.family, draw.theta) : 1.0;
     bool valid = true;
     for (int c = 0; c < curveCount && valid; ++c) {
       const double a = draw.start[static_cast<std::size_t>(c)];
       double b = -1;
       while (b < 0) b = gainMean + gainSd * normal(rng);
+      b *= toGain;
       Curve curve;
       for (std::size_t t = 0; t < steps.size(); ++t) {
         const double step = steps[t];

@@ -16,8 +16,10 @@
 // The real sources lead every curve with the checkpoint's own evaluation, as the precision controller
 // does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
 // points of every curve and predicts the final value and every later point. Methods: fast (fitFast),
-// mcmc (fitMcmc, the reference), last (last observed value), pow3 (least-squares pow3 fit). Reported per
-// source and cutoff:
+// mcmc (fitMcmc, the reference), last (last observed value), pow3 (least-squares pow3 fit). With
+// --prior-runs-csv (trainer source) fast fits with the priors learned from those sets (learnPriorFromRuns,
+// the evaluated set left out) and dflt is fitFast with the model as given, for the paired difference.
+// Reported per source and cutoff:
 //   final: mean log predictive density (LPD), CRPS, MSE, coverage of the 50% and 90% central intervals
 //   later: the same LPD / MSE / 90% coverage over every held-out point
 //   time : median and p99 thread CPU time of fit + predict (mean, sd, 5/50/95% quantiles at the final
@@ -209,6 +211,29 @@ void printTable(const std::string& source, const std::map<std::pair<int, std::st
 }
 }  // namespace
 
+// The model's priors learned from the corpus without the set being evaluated (left out when its curves
+// are equal to one corpus set's).
+ap::ModelOptions corpusModel(const std::vector<std::vector<ap::Curve>>& corpus, const std::vector<ap::Curve>& evaluated,
+                             const ap::ModelOptions& model, const ap::FastOptions& fit, double pseudoCount) {
+  auto same = [](const std::vector<ap::Curve>& a, const std::vector<ap::Curve>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t c = 0; c < a.size(); ++c) {
+      if (a[c].steps != b[c].steps || a[c].values != b[c].values) return false;
+    }
+    return true;
+  };
+  std::vector<std::vector<ap::Curve>> others;
+  for (const auto& set : corpus) {
+    if (!same(set, evaluated)) others.push_back(set);
+  }
+  ap::RunPriorOptions options;
+  options.pseudoCount = pseudoCount;
+  options.grid1d = fit.grid1d;
+  options.grid2d = fit.grid2d;
+  options.learnGainScale = model.gainHeadroomSd > 0;
+  return ap::learnPriorFromRuns(others, model, fit, options);
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"Evaluate the Bayesian learning-curve predictor against MCMC and point baselines"};
   int sets = 10;
@@ -251,6 +276,15 @@ int main(int argc, char** argv) {
   app.add_option("--noise-max", model.noiseMax, "model prior: noiseMax");
   app.add_option("--shared-noise", model.sharedNoiseSds, "model prior: sharedNoiseSds, the values of tau "
                  "(comma-separated; 0 alone: no noise shared across the curves)")->delimiter(',');
+  std::vector<std::string> corpusCsvs;
+  double pseudoCount = 1.0;
+  app.add_option("--prior-runs-csv", corpusCsvs, "trainer source: learn the priors (learnPriorFromRuns) from the "
+                 "full, anchored sets of these files (comma-separated) and fit with it; a set being evaluated is "
+                 "left out of its own prior")->delimiter(',');
+  app.add_option("--pseudo-count", pseudoCount, "shape prior: weight of the uniform prior, in runs")->check(CLI::PositiveNumber);
+  app.add_option("--step-scale", model.stepScale, "model: stepScale (0: the last observed step)");
+  app.add_flag("--gain-at-step-scale", model.gainAtStepScale, "model: gainAtStepScale (the gain prior on the gain "
+               "reached at the step scale)");
   app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
@@ -272,6 +306,7 @@ int main(int argc, char** argv) {
     const std::vector<int> cutoffs = {10, 20, 40};
     std::vector<std::string> methods = {"fast", "mcmc", "last", "pow3"};
     if (noMcmc) methods.erase(methods.begin() + 1);
+    if (!corpusCsvs.empty()) methods.insert(methods.begin() + 1, "dflt");  // fitFast with the library's default model
     ap::McmcOptions mcmc;
     mcmc.iterations = mcmcIterations;
     mcmc.burnIn = mcmcIterations / 3;
@@ -289,6 +324,12 @@ int main(int argc, char** argv) {
         trainerSets.insert(trainerSets.end(), loaded.begin(), loaded.end());
         std::printf("trainer source: %zu sets from %s\n", loaded.size(), file.c_str());
       }
+    }
+    std::vector<std::vector<ap::Curve>> corpus;  // full anchored sets the shape prior is learned from
+    for (const std::string& file : corpusCsvs) {
+      for (const auto& set : adaprec::bench::loadTrainerCurves(file)) corpus.push_back(adaprec::bench::withAnchor(set));
+      std::printf("priors: learned from %zu sets (so far) of %s, pseudo-count %g, each set left out of its own\n",
+                  corpus.size(), file.c_str(), pseudoCount);
     }
     for (const std::string source : {"sgd", "prior", "trainer"}) {
       if (sourceChoice != "all" && sourceChoice != source) continue;
@@ -309,6 +350,11 @@ int main(int argc, char** argv) {
           realFull = anchor ? adaprec::bench::withAnchor(trainerSets[s]) : trainerSets[s].curves;
         }
         if (noCounts) for (ap::Curve& c : realFull) c.sampleCounts.clear();
+        ap::ModelOptions setModel = model;
+        if (source == "trainer" && !corpus.empty()) {
+          setModel = corpusModel(corpus, realFull, model, fastOptions, pseudoCount);
+          std::printf("set %d: learned gain scale k = %.3f\n", s, setModel.gainHeadroomSd);
+        }
         const int lead = anchor && source != "prior" ? 1 : 0;
         for (int percent : cutoffs) {
           const int points = source == "prior" ? kPoints : static_cast<int>(realFull[0].steps.size()) - lead;
@@ -322,10 +368,14 @@ int main(int argc, char** argv) {
             full = ap::detail::samplePrior(model, kCurves, steps, steps[m - 1], rng).curves;
           }
           const std::vector<ap::Curve> observed = firstPoints(full, m + lead);
-          evaluateBayes([&](const auto& o) { return ap::fitFast(o, model, fastOptions); }, full, observed, cells[{percent, "fast"}]);
+          evaluateBayes([&](const auto& o) { return ap::fitFast(o, setModel, fastOptions); }, full, observed, cells[{percent, "fast"}]);
+          if (setModel.shapePrior) {
+            evaluateBayes([&](const auto& o) { return ap::fitFast(o, ap::ModelOptions{}, fastOptions); }, full, observed,
+                          cells[{percent, "dflt"}]);
+          }
           if (!noMcmc) {
             mcmc.seed = setSeed;
-            evaluateBayes([&](const auto& o) { return ap::fitMcmc(o, model, mcmc); }, full, observed,
+            evaluateBayes([&](const auto& o) { return ap::fitMcmc(o, setModel, mcmc); }, full, observed,
                           cells[{percent, "mcmc"}]);
           }
           evaluatePoint([](const ap::Curve& o) {

@@ -58,9 +58,11 @@ std::vector<Family> allFamilies();
 // Number of nonlinear parameters (kappa, then alpha when 2).
 int familyParameterCount(Family family);
 
+struct ShapePrior;
+
 // The prior. Both fit functions use exactly this model.
 struct ModelOptions {
-  std::vector<Family> families = allFamilies();  // equal prior weight each
+  std::vector<Family> families = allFamilies();  // equal prior weight each (unless shapePrior is set)
   double startMean = 0.3;   // a_c ~ N(startMean, startSd^2): value extrapolated to step 0
   double startSd = 0.4;
   // b_c (asymptote - start) has a half-normal prior scaled by the headroom above the curves' first values:
@@ -73,6 +75,10 @@ struct ModelOptions {
   double gainHeadroomSd = 0.7;
   double gainMean = 0.3;
   double gainSd = 0.4;
+  // false: the gain prior above is on b, the gain up to the asymptote. true: it is on b * g(1; theta),
+  // the gain reached at step = stepScale (the horizon a prediction is about), whatever the shape: a
+  // slowly bending shape then cannot claim a large rise by the horizon just because its asymptote is far.
+  bool gainAtStepScale = false;
   double noiseMin = 1e-3;   // sigma log-uniform on [noiseMin, noiseMax]
   double noiseMax = 0.3;
   // lambda, uniform over these values, scales the binomial variance p(1-p)/n (used only with counts).
@@ -84,6 +90,10 @@ struct ModelOptions {
   // Steps are divided by stepScale; 0 means "the largest observed step". kappa ranges (docs) are in
   // these units, so the default adapts the prior to the observed window.
   double stepScale = 0.0;
+  // A prior over (family, theta) learned from finished related runs (learnPriorFromRuns) instead of the
+  // uniform one; restricted to `families` and renormalised. Steps are then divided by its stepScale
+  // (stepScale above must be 0 or equal), because its cells are shapes in those units.
+  std::shared_ptr<const ShapePrior> shapePrior;
   void check() const;
 };
 inline constexpr double kMinHeadroom = 0.02;
@@ -195,18 +205,62 @@ Posterior fitFast(const std::vector<Curve>& curves, const ModelOptions& model = 
 Posterior fitMcmc(const std::vector<Curve>& curves, const ModelOptions& model = {},
                   const McmcOptions& options = {});
 
+// A prior over the curve shape learned from finished runs of related training jobs (the cross-run
+// sharing of Klein et al.'s LC-Net, in the form this model can use): the probability of every cell of
+// the family's unit square (u0 = position of log10 kappa in its range, u1 = of alpha; see
+// docs/predictor.md), piecewise constant within a cell. With it, a few points of a new run are read
+// against the shapes earlier runs took over their whole length instead of every shape the families allow.
+struct ShapePrior {
+  double stepScale = 1;  // steps per unit of x the shapes are defined in (the corpus' last step)
+  int grid1d = 40;       // cells of one-parameter families
+  int grid2d = 16;       // cells per coordinate of two-parameter families (u0 major)
+  std::array<std::vector<double>, kFamilyCount> cellMass;  // per family: grid1d or grid2d^2 masses, or empty (none)
+  std::size_t runCount = 0;  // runs it was learned from (informational)
+  void check() const;        // sizes, finite non-negative masses summing to 1, stepScale > 0
+};
+
+struct RunPriorOptions {
+  // Weight of the model's own prior, in runs: the learned shape prior is (pseudoCount * uniform + sum of
+  // the runs' posteriors) / (pseudoCount + runs), the posterior predictive of a Dirichlet-process prior
+  // centred on the uniform one, and the learned gain scale is shrunk to the model's at this weight. It
+  // keeps every shape possible for a run unlike the corpus. > 0.
+  double pseudoCount = 1.0;
+  int grid1d = 40;  // cells of the learned shape prior (ShapePrior::grid1d, grid2d)
+  int grid2d = 16;
+  // Also learn the gain prior's headroom scale k (gainHeadroomSd; the model must use the headroom prior):
+  // EM on k^2 = mean over runs of E[(gain / h)^2] under each run's posterior, the gain being b, or
+  // b g(1) with gainAtStepScale.
+  bool learnGainScale = true;
+  void check() const;
+};
+
+// Learns the model's priors from finished runs of related training jobs (the cross-run sharing of Klein
+// et al.'s LC-Net, in the form this model can use): each run (one or several curves, as fitFast takes
+// them, seen to their end) is fitted with fitFast under `model` and the uniform shape prior, steps
+// divided by model.stepScale or, when that is 0, by the largest step of all runs (the horizon later
+// predictions are about). Returns `model` with shapePrior set to the runs' posterior mass over (family,
+// theta) binned into cells, stepScale left to the shape prior, and with options.learnGainScale the
+// learned gainHeadroomSd. A few points of a new run are then read against the shapes and gains earlier
+// runs reached over their whole length. kInvalidArgument for no runs or invalid curves (naming the run).
+ModelOptions learnPriorFromRuns(const std::vector<std::vector<Curve>>& runs, const ModelOptions& model = {},
+                                const FastOptions& fit = {}, const RunPriorOptions& options = {});
+
 // Checks one set of curves against the rules above (what the fit functions call first).
 void validateCurves(const std::vector<Curve>& curves);
 
-// CSV with a header naming `step` and `value` and optionally `curve` (a non-negative integer id) and
-// `n` (sample count), in any order; blank lines and lines starting with '#' are skipped. Rows of one
-// curve must come in increasing step order (curves may interleave); curves are returned in increasing
-// id order (id 0 for all rows without a curve column). Errors name the line (counting from 1) and raise
-// kMalformedInput.
+// CSV with a header naming `step` and `value` and optionally `curve` (a non-negative integer id), `n`
+// (sample count) and `run` (a non-negative integer id grouping the curves of one run), in any order;
+// blank lines and lines starting with '#' are skipped. Rows of one curve must come in increasing step
+// order (curves may interleave); curves are returned in increasing (run, curve) order (id 0 for all rows
+// without a curve or run column). Errors name the line (counting from 1) and raise kMalformedInput.
 struct CurveTable {
   std::vector<Curve> curves;
-  std::vector<long> ids;  // curve id of curves[i]
+  std::vector<long> ids;   // curve id of curves[i]
+  std::vector<long> runs;  // run id of curves[i] (0 without a run column), ascending
 };
 CurveTable readCurvesCsv(std::istream& in);
+// The curves of each run (the optional `run` column, an integer id; curves are keyed by (run, curve)),
+// in increasing run order: the corpus learnPriorFromRuns() takes.
+std::vector<std::vector<Curve>> curvesByRun(const CurveTable& table);
 
 }  // namespace adaprec::predictor

@@ -1,5 +1,6 @@
 // adaprec-predict as a user runs it: CSV and JSON output, stdin, and error messages naming the line.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -109,4 +110,51 @@ TEST_CASE("adaprec-predict input errors name the line and exit with status 2", "
   const Result missing = run("--input /nonexistent/file.csv --at 5", "");
   CHECK(missing.status == 1);
   CHECK(missing.err.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("adaprec-predict --prior-runs learns the prior from finished runs", "[predictor][cli]") {
+  // Six finished runs of two curves, all bending alike (y = a + b (1 - exp(-step / 250))) to step 1000,
+  // then a new run seen to step 200: with the runs' prior its band at 1000 is narrower.
+  const fs::path corpus = fs::temp_directory_path() / ("adaprec-cli-corpus-" + std::to_string(::getpid()) + ".csv");
+  {
+    std::ofstream out(corpus);
+    out << "run,curve,step,value,n\n";
+    for (int run = 0; run < 6; ++run) {
+      for (int curve = 0; curve < 2; ++curve) {
+        for (int step = 0; step <= 1000; step += 100) {
+          const double value = 0.2 + 0.02 * run + (0.5 - 0.03 * curve) * (1 - std::exp(-step / 250.0)) +
+                               0.01 * std::sin(7.0 * step + run + curve);
+          out << run << ',' << curve << ',' << step << ',' << value << ",500\n";
+        }
+      }
+    }
+  }
+  const char* fresh = "curve,step,value,n\n0,0,0.25,500\n0,100,0.41,500\n0,200,0.52,500\n";
+  const Result with = run("--input - --at 1000 --json --prior-runs " + corpus.string(), fresh);
+  const Result without = run("--input - --at 1000 --json", fresh);
+  INFO(with.err << without.err);
+  REQUIRE(with.status == 0);
+  REQUIRE(without.status == 0);
+  const nlohmann::json a = nlohmann::json::parse(with.out), b = nlohmann::json::parse(without.out);
+  CHECK(a["prior_runs"] == 6);
+  CHECK(a["prior_step_scale"] == 1000.0);
+  CHECK(a["gain_headroom_sd"].get<double>() > 0);
+  CHECK(b.find("prior_runs") == b.end());
+  const auto width = [](const nlohmann::json& j) {
+    return j["predictions"][0]["q95"].get<double>() - j["predictions"][0]["q05"].get<double>();
+  };
+  INFO("90% band at 1000 with the runs' prior " << width(a) << ", without " << width(b) << ", mean "
+                                                << a["predictions"][0]["mean"] << " (truth 0.71)");
+  CHECK(width(a) < 0.7 * width(b));
+  CHECK(a["predictions"][0]["q05"].get<double>() < 0.71);
+  CHECK(a["predictions"][0]["q95"].get<double>() > 0.71);
+
+  std::ofstream(corpus) << "run,step,value\n0,0,0.2\n0,10,1.5\n";
+  const Result badCorpus = run("--input - --at 1000 --prior-runs " + corpus.string(), fresh);
+  CHECK(badCorpus.status == 2);
+  CHECK(badCorpus.err.find("line 3") != std::string::npos);
+  fs::remove(corpus);
+  const Result twoRuns = run("--input - --at 1000", "run,step,value\n0,0,0.2\n1,0,0.3\n0,10,0.3\n1,10,0.4\n");
+  CHECK(twoRuns.status == 2);
+  CHECK(twoRuns.err.find("runs 0 to 1") != std::string::npos);
 }

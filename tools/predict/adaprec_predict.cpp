@@ -1,6 +1,7 @@
 // adaprec-predict: forecast learning curves from a CSV of observed points (see docs/predictor.md).
 //
 //   adaprec-predict --input curves.csv --at 3000,6000 [--json] [--plot out.png] [--method fast|mcmc]
+//                   [--prior-runs finished.csv]
 //
 // Prints `curve,step,mean,std,q05,q95` (one line per curve and requested step) or JSON. Input errors
 // name the line and exit with status 2; other failures exit 1.
@@ -25,6 +26,13 @@ namespace ap = adaprec::predictor;
 
 namespace {
 constexpr int kPlotSteps = 120;
+
+ap::CurveTable readTable(const std::string& path) {
+  if (path == "-") return ap::readCurvesCsv(std::cin);
+  std::ifstream file(path);
+  ADAPREC_CHECK(file.good(), adaprec::ErrorCode::kIo, "cannot open " << path);
+  return ap::readCurvesCsv(file);
+}
 
 ap::Posterior fit(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model, const std::string& method,
                   std::uint64_t seed) {
@@ -92,7 +100,7 @@ void plot(const ap::CurveTable& table, const ap::Posterior& posterior, double la
 
 int main(int argc, char** argv) {
   CLI::App app{"Predict learning curves with uncertainty (AdaPrec Bayesian learning-curve model)"};
-  std::string input, plotPath, method = "fast";
+  std::string input, plotPath, priorRuns, method = "fast";
   std::vector<double> at;
   std::vector<std::string> families;
   bool json = false, latent = false;
@@ -107,24 +115,29 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_flag("--latent", latent, "predict the noise-free curve instead of a future observation");
   app.add_option("--seed", seed, "MCMC seed");
+  app.add_option("--prior-runs", priorRuns,
+                 "CSV of finished related runs (header run,curve,step,value[,n]; each run seen to the horizon "
+                 "the prediction is about): learn the shape prior and the horizon gain's scale from them")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
 
   try {
     for (double step : at) {
       ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0, "--at: steps must be finite and >= 0, got " << step);
     }
-    ap::CurveTable table;
-    if (input == "-") {
-      table = ap::readCurvesCsv(std::cin);
-    } else {
-      std::ifstream file(input);
-      ADAPREC_CHECK(file.good(), adaprec::ErrorCode::kIo, "cannot open " << input);
-      table = ap::readCurvesCsv(file);
-    }
+    const ap::CurveTable table = readTable(input);
+    ADAPREC_CHECK(table.runs.front() == table.runs.back(), adaprec::ErrorCode::kMalformedInput,
+                  "--input: the curves of one run are predicted together; found runs " << table.runs.front()
+                                                                                      << " to " << table.runs.back());
     ap::ModelOptions model;
     if (!families.empty()) {
       model.families.clear();
       for (const std::string& name : families) model.families.push_back(ap::familyFromName(name));
+    }
+    if (!priorRuns.empty()) {
+      // The configuration docs/predictor.md measures: the gain prior on the gain reached at the runs' horizon.
+      model.gainAtStepScale = true;
+      model = ap::learnPriorFromRuns(ap::curvesByRun(readTable(priorRuns)), model);
     }
     const ap::Posterior posterior = fit(table.curves, model, method, seed);
     ap::PredictOptions po;
@@ -152,6 +165,11 @@ int main(int argc, char** argv) {
       }
       out["noise_sd_mean"] = summary.noiseSdMean;
       out["shared_noise_sd_mean"] = summary.sharedNoiseSdMean;
+      if (model.shapePrior) {
+        out["prior_runs"] = model.shapePrior->runCount;
+        out["prior_step_scale"] = model.shapePrior->stepScale;
+        out["gain_headroom_sd"] = model.gainHeadroomSd;
+      }
       std::cout << out.dump(2) << std::endl;
     }
     if (!plotPath.empty()) {
