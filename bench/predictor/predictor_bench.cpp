@@ -18,7 +18,7 @@
 // points of every curve and predicts the final value and every later point. Methods: fast (fitFast),
 // mcmc (fitMcmc, the reference), last (last observed value), pow3 (least-squares pow3 fit). With
 // --prior-runs-csv (trainer source) fast fits with the priors learned from those sets (learnPriorFromRuns,
-// the evaluated set left out) and dflt is fitFast with the model as given, for the paired difference.
+// the evaluated set left out) and dflt is fitFast with the library's default model, for the paired difference.
 // Reported per source and cutoff:
 //   final: mean log predictive density (LPD), CRPS, MSE, coverage of the 50% and 90% central intervals
 //   later: the same LPD / MSE / 90% coverage over every held-out point
