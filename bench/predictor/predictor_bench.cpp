@@ -27,6 +27,7 @@
 // plus a timing of fitFast on the full 5 x 30 sgd sets (with and without sample counts).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,6 +64,7 @@ struct Cell {
   Score final, later;
   std::vector<double> timesMs;
   std::vector<double> setFinalLpd;  // per set: mean final-value log density (paired comparisons)
+  std::vector<std::array<double, 2>> finalPit;  // Bayesian methods, per final value in set order: (cdf(y), log density)
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -140,9 +142,11 @@ void evaluateBayes(Fit fit, const std::vector<ap::Curve>& full, const std::vecto
   for (std::size_t c = 0; c < full.size(); ++c) {
     for (std::size_t i = observed[c].steps.size(); i < full[c].steps.size(); ++i) {
       const bool isFinal = i + 1 == full[c].steps.size();
-      const Score s = scorePredictive(posterior.predictive(c, full[c].steps[i]), full[c].values[i], isFinal);
+      const ap::Predictive p = posterior.predictive(c, full[c].steps[i]);
+      const Score s = scorePredictive(p, full[c].values[i], isFinal);
       cell.later.add(s);
       if (isFinal) cell.final.add(s);
+      if (isFinal) cell.finalPit.push_back({p.cdf(full[c].values[i]), s.logDensity});
     }
   }
   closeSet(cell, before);
@@ -285,6 +289,9 @@ int main(int argc, char** argv) {
   app.add_option("--step-scale", model.stepScale, "model: stepScale (0: the last observed step)");
   app.add_flag("--gain-at-step-scale", model.gainAtStepScale, "model: gainAtStepScale (the gain prior on the gain "
                "reached at the step scale)");
+  std::string pitCsv;
+  app.add_option("--pit-csv", pitCsv, "append source,cutoff,method,set,curve,pit,lpd of every final value the "
+                 "Bayesian methods predict to this file (PIT = predictive CDF at the value)");
   app.add_flag("--big", big, "60 sets per source, 6000 MCMC iterations, 200 timing reps");
   CLI11_PARSE(app, argc, argv);
   if (big) {
@@ -387,6 +394,17 @@ int main(int argc, char** argv) {
         }
       }
       printTable(source, cells, cutoffs, methods);
+      if (!pitCsv.empty()) {
+        std::FILE* out = std::fopen(pitCsv.c_str(), "a");
+        ADAPREC_CHECK(out != nullptr, adaprec::ErrorCode::kIo, "cannot open " << pitCsv);
+        for (const auto& [key, cell] : cells) {
+          for (std::size_t i = 0; i < cell.finalPit.size(); ++i) {
+            std::fprintf(out, "%s,%d,%s,%zu,%zu,%.17g,%.17g\n", source.c_str(), key.first, key.second.c_str(),
+                         i / kCurves, i % kCurves, cell.finalPit[i][0], cell.finalPit[i][1]);
+          }
+        }
+        std::fclose(out);
+      }
     }
 
     // Timing of the goal case: one fit of 5 curves x 30 points + predictions at one later step.

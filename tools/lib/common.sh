@@ -6,7 +6,7 @@ ADAPREC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # Debian packages the build, the tests and the demo need. CUDA and NCCL are optional and not
 # installed from here (they come with the CUDA toolkit in /usr/local/cuda).
 ADAPREC_PACKAGES=(meson ninja-build g++ pkgconf zlib1g-dev libopenmpi-dev openmpi-bin libeigen3-dev catch2
-  libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-matplotlib python3-mpi4py python3-torch
+  libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-scipy python3-matplotlib python3-mpi4py python3-torch
   iproute2)
 
 adaprec_install_missing() {
