@@ -96,6 +96,7 @@ void ModelOptions::check() const {
     }
     ADAPREC_CHECK_ARG(mass > 0, "ModelOptions: the shape prior gives the selected families no mass");
   }
+  if (recalibration) recalibration->check();
 }
 
 void FastOptions::check() const {

@@ -82,6 +82,13 @@ class ShapeDensity {
 // The basis g(x; theta) in [0, 1] (1 only by rounding once saturated), non-decreasing in x >= 0.
 double basis(Family family, const std::array<double, 2>& theta, double x);
 
+// The Beta distribution as the recalibration map (beta_distribution.cpp): CDF (regularized incomplete
+// beta), log density, quantile, and a maximum-likelihood fit to values in (0, 1).
+double betaCdf(double x, double a, double b);
+double betaLogPdf(double x, double a, double b);
+double betaQuantile(double p, double a, double b);
+std::array<double, 2> fitBeta(const std::vector<double>& values);
+
 // g(1; theta), the part of the gain b reached at x = 1 (ModelOptions::gainAtStepScale), at least 1e-12.
 double gainScale(Family family, const std::array<double, 2>& theta);
 

@@ -47,7 +47,14 @@ Predictive Posterior::predictive(std::size_t curve, double step, const PredictOp
     }
     sds[k] = std::sqrt(var);
   }
-  return Predictive(s.weight, std::move(means), std::move(sds));
+  Predictive predictive(s.weight, std::move(means), std::move(sds));
+  // The learned map of the CDF, by how far the prediction reaches beyond the curve's last observation.
+  const double last = s.data.curves[curve].x.back();
+  if (s.model.recalibration && x > last) {
+    const std::array<double, 2> ab = s.model.recalibration->at(last / x);
+    return predictive.recalibrated(ab[0], ab[1]);
+  }
+  return predictive;
 }
 
 Prediction Posterior::predict(std::size_t curve, double step, const PredictOptions& options) const {

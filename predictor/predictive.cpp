@@ -95,6 +95,11 @@ void Predictive::evaluate(double y, double& cdf, double& density) const {
 }
 
 double Predictive::cdf(double y) const {
+  const double f = mixtureCdf(y);
+  return mapA_ == 1 && mapB_ == 1 ? f : detail::betaCdf(f, mapA_, mapB_);
+}
+
+double Predictive::mixtureCdf(double y) const {
   if (degenerate_) return y >= mean_ ? 1.0 : 0.0;
   if (y <= 0) return 0.0;
   if (y >= 1) return 1.0;
@@ -107,6 +112,12 @@ double Predictive::cdf(double y) const {
 
 double Predictive::quantile(double p) const {
   ADAPREC_CHECK_ARG(p > 0 && p < 1, "quantile: p must be in (0, 1), got " << p);
+  if (mapA_ == 1 && mapB_ == 1) return mixtureQuantile(p);
+  // B^-1(p) can round to 0 or 1 for an extreme p: keep it inside (0, 1), where the mixture's is defined.
+  return mixtureQuantile(std::clamp(detail::betaQuantile(p, mapA_, mapB_), 1e-15, 1.0 - 1e-15));
+}
+
+double Predictive::mixtureQuantile(double p) const {
   if (degenerate_) return mean_;
   // Newton on the CDF from the normal approximation's quantile, kept inside a shrinking bisection
   // bracket: a few CDF evaluations where plain bisection needs about 35.
@@ -125,6 +136,13 @@ double Predictive::quantile(double p) const {
 }
 
 double Predictive::logDensity(double y) const {
+  const double log = mixtureLogDensity(y);
+  if (degenerate_ || (mapA_ == 1 && mapB_ == 1) || log <= kMinLogDensity) return log;
+  const double u = std::clamp(mixtureCdf(y), 1e-300, 1.0 - 1e-16);
+  return std::max(log + detail::betaLogPdf(u, mapA_, mapB_), kMinLogDensity);
+}
+
+double Predictive::mixtureLogDensity(double y) const {
   if (degenerate_ || !(y >= 0 && y <= 1)) return degenerate_ && y == mean_ ? 0.0 : kMinLogDensity;
   // log-sum-exp over components: narrow components far from y must not underflow the sum to zero.
   double maxTerm = -std::numeric_limits<double>::infinity();
@@ -139,6 +157,35 @@ double Predictive::logDensity(double y) const {
   for (double t : terms) sum += std::exp(t - maxTerm);
   const double value = maxTerm + std::log(sum) - 0.5 * detail::kLog2Pi - std::log(mass_);
   return std::isfinite(value) ? std::max(value, kMinLogDensity) : kMinLogDensity;
+}
+
+Predictive Predictive::recalibrated(double a, double b) const {
+  ADAPREC_CHECK_ARG(std::isfinite(a) && std::isfinite(b) && a > 0 && b > 0,
+                    "recalibrated: Beta parameters must be finite and > 0, got " << a << ", " << b);
+  Predictive out = *this;
+  out.mapA_ = a;
+  out.mapB_ = b;
+  if (degenerate_ || (a == 1 && b == 1)) return out;
+  // Moments from the CDF G over the support [lo, hi] that holds all but 2e-9 of the mass:
+  // E[Y] = lo + int_lo^hi (1 - G), E[Y^2] = lo^2 + int_lo^hi 2y (1 - G); Simpson's rule on 64 cells
+  // (G is smooth there: a Beta CDF of a truncated normal mixture's). 67 CDF evaluations of the mixture
+  // plus two quantiles, where a grid over all of [0, 1] would need several times more for a narrow one.
+  const double lo = out.quantile(1e-9), hi = out.quantile(1.0 - 1e-9);
+  constexpr int kCells = 64;
+  const double h = (hi - lo) / kCells;
+  double m1 = 0, m2 = 0;
+  for (int i = 0; i <= kCells; ++i) {
+    const double y = lo + i * h;
+    const double weight = (i == 0 || i == kCells) ? 1.0 : (i % 2 ? 4.0 : 2.0);
+    const double survival = 1.0 - out.cdf(y);
+    m1 += weight * survival;
+    m2 += weight * 2.0 * y * survival;
+  }
+  m1 = lo + m1 * h / 3.0;
+  m2 = lo * lo + m2 * h / 3.0;
+  out.mean_ = std::clamp(m1, 0.0, 1.0);
+  out.sd_ = std::sqrt(std::max(m2 - out.mean_ * out.mean_, 0.0));
+  return out;
 }
 
 double Predictive::crps(double y) const {

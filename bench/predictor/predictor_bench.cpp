@@ -17,8 +17,8 @@
 // does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
 // points of every curve and predicts the final value and every later point. Methods: fast (fitFast),
 // mcmc (fitMcmc, the reference), last (last observed value), pow3 (least-squares pow3 fit). With
-// --prior-runs-csv (trainer source) fast fits with the priors learned from those sets (learnPriorFromRuns,
-// the evaluated set left out) and dflt is fitFast with the library's default model, for the paired difference.
+// --prior-runs-csv (trainer source) fast fits with the priors and the recalibration map learned from
+// those sets (learnPriorFromRuns, the evaluated set left out) and dflt is fitFast with the library's default model, for the paired difference.
 // Reported per source and cutoff:
 //   final: mean log predictive density (LPD), CRPS, MSE, coverage of the 50% and 90% central intervals
 //   later: the same LPD / MSE / 90% coverage over every held-out point
@@ -218,7 +218,8 @@ void printTable(const std::string& source, const std::map<std::pair<int, std::st
 // The model's priors learned from the corpus without the set being evaluated (left out when its curves
 // are equal to one corpus set's).
 ap::ModelOptions corpusModel(const std::vector<std::vector<ap::Curve>>& corpus, const std::vector<ap::Curve>& evaluated,
-                             const ap::ModelOptions& model, const ap::FastOptions& fit, double pseudoCount) {
+                             const ap::ModelOptions& model, const ap::FastOptions& fit, double pseudoCount,
+                             bool recalibrate) {
   auto same = [](const std::vector<ap::Curve>& a, const std::vector<ap::Curve>& b) {
     if (a.size() != b.size()) return false;
     for (std::size_t c = 0; c < a.size(); ++c) {
@@ -235,6 +236,7 @@ ap::ModelOptions corpusModel(const std::vector<std::vector<ap::Curve>>& corpus, 
   options.grid1d = fit.grid1d;
   options.grid2d = fit.grid2d;
   options.learnGainScale = model.gainHeadroomSd > 0;
+  if (!recalibrate) options.recalibrationFractions.clear();
   return ap::learnPriorFromRuns(others, model, fit, options);
 }
 
@@ -285,6 +287,9 @@ int main(int argc, char** argv) {
   app.add_option("--prior-runs-csv", corpusCsvs, "trainer source: learn the priors (learnPriorFromRuns) from the "
                  "full, anchored sets of these files (comma-separated) and fit with it; a set being evaluated is "
                  "left out of its own prior")->delimiter(',');
+  bool recalibrate = true;
+  app.add_flag("!--no-recalibration", recalibrate, "with --prior-runs-csv: do not learn the recalibration map "
+               "(RunPriorOptions::recalibrationFractions empty)");
   app.add_option("--pseudo-count", pseudoCount, "shape prior: weight of the uniform prior, in runs")->check(CLI::PositiveNumber);
   app.add_option("--step-scale", model.stepScale, "model: stepScale (0: the last observed step)");
   app.add_flag("--gain-at-step-scale", model.gainAtStepScale, "model: gainAtStepScale (the gain prior on the gain "
@@ -359,8 +364,15 @@ int main(int argc, char** argv) {
         if (noCounts) for (ap::Curve& c : realFull) c.sampleCounts.clear();
         ap::ModelOptions setModel = model;
         if (source == "trainer" && !corpus.empty()) {
-          setModel = corpusModel(corpus, realFull, model, fastOptions, pseudoCount);
-          std::printf("set %d: learned gain scale k = %.3f\n", s, setModel.gainHeadroomSd);
+          setModel = corpusModel(corpus, realFull, model, fastOptions, pseudoCount, recalibrate);
+          std::printf("set %d: learned gain scale k = %.3f", s, setModel.gainHeadroomSd);
+          if (setModel.recalibration) {
+            const ap::Recalibration& r = *setModel.recalibration;
+            for (std::size_t i = 0; i < r.fractions.size(); ++i) {
+              std::printf(", map at %.2f: Beta(%.2f, %.2f)", r.fractions[i], r.a[i], r.b[i]);
+            }
+          }
+          std::printf("\n");
         }
         const int lead = anchor && source != "prior" ? 1 : 0;
         for (int percent : cutoffs) {

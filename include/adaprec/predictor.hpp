@@ -59,6 +59,7 @@ std::vector<Family> allFamilies();
 int familyParameterCount(Family family);
 
 struct ShapePrior;
+struct Recalibration;
 
 // The prior. Both fit functions use exactly this model.
 struct ModelOptions {
@@ -94,6 +95,9 @@ struct ModelOptions {
   // uniform one; restricted to `families` and renormalised. Steps are then divided by its stepScale
   // (stepScale above must be 0 or equal), because its cells are shapes in those units.
   std::shared_ptr<const ShapePrior> shapePrior;
+  // Not part of the prior: a map of the predictive CDF learned from finished runs (learnPriorFromRuns),
+  // applied by Posterior::predictive to every prediction beyond a curve's last observed step.
+  std::shared_ptr<const Recalibration> recalibration;
   void check() const;
 };
 inline constexpr double kMinHeadroom = 0.02;
@@ -159,13 +163,22 @@ class Predictive {
   double logDensity(double y) const;
   double crps(double y) const;  // continuous ranked probability score (lower is better)
   std::size_t componentCount() const { return weights_.size(); }
+  // This predictive with its CDF F mapped through the Beta(a, b) CDF B: cdf B(F(y)), density
+  // b(F(y)) f(y), quantile F^-1(B^-1(p)); mean and sd by quadrature. a = b = 1 changes nothing;
+  // a, b > 1 narrow the distribution (Recalibration).
+  Predictive recalibrated(double a, double b) const;
 
  private:
   // cdf and density of the untruncated mixture at y, relative to the truncation's lower end.
   void evaluate(double y, double& cdf, double& density) const;
+  // The mixture alone (what the map is applied to).
+  double mixtureCdf(double y) const;
+  double mixtureQuantile(double p) const;
+  double mixtureLogDensity(double y) const;
 
   std::vector<double> weights_, means_, sds_;
   std::vector<double> lower_;  // per component: P(X_k <= 0)
+  double mapA_ = 1, mapB_ = 1;  // the Beta map of the CDF (1, 1: none)
   double mass_ = 0, mean_ = 0, sd_ = 0, untruncatedMean_ = 0;
   bool degenerate_ = false;  // no mass inside [0, 1]: a point mass at mean_
 };
@@ -219,6 +232,22 @@ struct ShapePrior {
   void check() const;        // sizes, finite non-negative masses summing to 1, stepScale > 0
 };
 
+// A map of predictive CDFs learned from finished runs: where the model's predictive bands are too wide
+// (or narrow) by a stable amount, the CDF F of a prediction is replaced by B(F), B the CDF of a
+// Beta(a, b) fitted by maximum likelihood to the PITs F(y) of the runs' own final values predicted from
+// their early points (quantile recalibration, Kuleshov et al. 2018, with a smooth map). The map
+// depends on how far a prediction reaches: the fraction f = (last observed step) / (predicted step).
+// (a, b) are interpolated linearly in log f between the learned fractions, kept at the first below
+// it, and interpolated to the identity (1, 1) at f = 1 above the last.
+struct Recalibration {
+  std::vector<double> fractions;  // ascending, in (0, 1)
+  std::vector<double> a, b;       // Beta parameters per fraction, > 0
+  std::vector<std::size_t> counts;  // PITs each was fitted to (informational)
+  void check() const;
+  // The map's (a, b) at fraction f > 0.
+  std::array<double, 2> at(double fraction) const;
+};
+
 struct RunPriorOptions {
   // Weight of the model's own prior, in runs: the learned shape prior is (pseudoCount * uniform + sum of
   // the runs' posteriors) / (pseudoCount + runs), the posterior predictive of a Dirichlet-process prior
@@ -231,6 +260,10 @@ struct RunPriorOptions {
   // EM on k^2 = mean over runs of E[(gain / h)^2] under each run's posterior, the gain being b, or
   // b g(1) with gainAtStepScale.
   bool learnGainScale = true;
+  // Learn a Recalibration at these fractions (empty: none): each run's curves are cut at fraction f of
+  // their last step, fitted under the priors learned without that run, and the PIT of their last value
+  // collected; a fraction with fewer than 10 PITs keeps the identity map.
+  std::vector<double> recalibrationFractions = {0.1, 0.2, 0.4};
   void check() const;
 };
 
@@ -239,8 +272,9 @@ struct RunPriorOptions {
 // them, seen to their end) is fitted with fitFast under `model` and the uniform shape prior, steps
 // divided by model.stepScale or, when that is 0, by the largest step of all runs (the horizon later
 // predictions are about). Returns `model` with shapePrior set to the runs' posterior mass over (family,
-// theta) binned into cells, stepScale left to the shape prior, and with options.learnGainScale the
-// learned gainHeadroomSd. A few points of a new run are then read against the shapes and gains earlier
+// theta) binned into cells, stepScale left to the shape prior, with options.learnGainScale the
+// learned gainHeadroomSd, and with options.recalibrationFractions a Recalibration (ModelOptions::
+// recalibration). A few points of a new run are then read against the shapes and gains earlier
 // runs reached over their whole length. kInvalidArgument for no runs or invalid curves (naming the run).
 ModelOptions learnPriorFromRuns(const std::vector<std::vector<Curve>>& runs, const ModelOptions& model = {},
                                 const FastOptions& fit = {}, const RunPriorOptions& options = {});

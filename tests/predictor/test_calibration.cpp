@@ -7,6 +7,7 @@
 
 #include "adaprec/predictor.hpp"
 #include "prior_sampler.hpp"
+#include "test_support.hpp"
 
 namespace ap = adaprec::predictor;
 
@@ -15,28 +16,17 @@ TEST_CASE("fast posterior intervals are calibrated on prior draws", "[predictor]
   constexpr int kObserved = 8;
   std::vector<double> steps;
   for (int i = 0; i < 24; ++i) steps.push_back(25.0 * i);  // from 0: the headroom prior reads the first values
-  int in50 = 0, in90 = 0, total = 0;
+  ap::test::Coverage coverage;
   for (int seed = 0; seed < kDraws; ++seed) {
     std::mt19937_64 rng(1000 + seed);
     const auto draw = ap::detail::samplePrior(ap::ModelOptions{}, 2, steps, steps[kObserved - 1], rng);
-    std::vector<ap::Curve> observed;
-    for (const ap::Curve& c : draw.curves) {
-      ap::Curve o;
-      o.steps.assign(c.steps.begin(), c.steps.begin() + kObserved);
-      o.values.assign(c.values.begin(), c.values.begin() + kObserved);
-      observed.push_back(o);
-    }
-    const ap::Posterior post = ap::fitFast(observed);
+    const ap::Posterior post = ap::fitFast(ap::test::firstPoints(draw.curves, kObserved));
     for (std::size_t c = 0; c < draw.curves.size(); ++c) {
-      const ap::Predictive p = post.predictive(c, steps.back());
-      const double y = draw.curves[c].values.back();
-      in50 += y >= p.quantile(0.25) && y <= p.quantile(0.75);
-      in90 += y >= p.quantile(0.05) && y <= p.quantile(0.95);
-      ++total;
+      coverage.add(post.predictive(c, steps.back()), draw.curves[c].values.back());
     }
   }
-  const double c50 = static_cast<double>(in50) / total, c90 = static_cast<double>(in90) / total;
-  INFO("seeds 1000.." << 1000 + kDraws - 1 << ": coverage 50% " << c50 << ", 90% " << c90 << " of " << total);
+  const double c50 = coverage.c50(), c90 = coverage.c90();
+  INFO("seeds 1000.." << 1000 + kDraws - 1 << ": coverage 50% " << c50 << ", 90% " << c90 << " of " << coverage.total);
   // Binomial sd: 2.5% at 50%, 1.1% at 90% (800 forecasts, two per draw, correlated within a draw).
   CHECK(c50 > 0.42);
   CHECK(c50 < 0.58);

@@ -139,6 +139,9 @@ TEST_CASE("adaprec-predict --prior-runs learns the prior from finished runs", "[
   CHECK(a["prior_runs"] == 6);
   CHECK(a["prior_step_scale"] == 1000.0);
   CHECK(a["gain_headroom_sd"].get<double>() > 0);
+  REQUIRE(a["recalibration"].size() == 3);  // the default fractions 0.1, 0.2, 0.4
+  CHECK(a["recalibration"][1]["fraction"] == 0.2);
+  CHECK(a["recalibration"][1]["a"].get<double>() > 0);
   CHECK(b.find("prior_runs") == b.end());
   const auto width = [](const nlohmann::json& j) {
     return j["predictions"][0]["q95"].get<double>() - j["predictions"][0]["q05"].get<double>();

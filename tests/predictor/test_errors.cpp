@@ -8,20 +8,13 @@
 
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
+#include "test_support.hpp"
 
 namespace ap = adaprec::predictor;
 using adaprec::ErrorCode;
 
 namespace {
-ErrorCode codeOf(const std::function<void()>& f, std::string* message = nullptr) {
-  try {
-    f();
-  } catch (const adaprec::Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  return ErrorCode::kOk;
-}
+using ap::test::codeOf;
 
 ap::CurveTable parse(const std::string& text) {
   std::istringstream in(text);

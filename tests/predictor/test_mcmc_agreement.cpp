@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "adaprec/predictor.hpp"
+#include "test_support.hpp"
 
 namespace ap = adaprec::predictor;
 
@@ -32,14 +33,7 @@ void compare(const std::vector<ap::Curve>& curves, const ap::ModelOptions& model
   std::vector<std::vector<double>> means(curves.size()), sds(curves.size()), q95(curves.size());
   std::vector<std::vector<double>> weights(ap::kFamilyCount);
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    ap::McmcOptions mcmc;
-    mcmc.method = method;
-    mcmc.seed = seed;
-    mcmc.iterations = method == ap::McmcMethod::kEnsemble ? 6000 : 4000;
-    mcmc.burnIn = method == ap::McmcMethod::kEnsemble ? 2000 : 1000;
-    mcmc.thin = 4;
-    mcmc.maxSamples = 4000;
-    const ap::Posterior ref = ap::fitMcmc(curves, model, mcmc);
+    const ap::Posterior ref = ap::fitMcmc(curves, model, ap::test::referenceMcmc(method, seed));
     for (std::size_t c = 0; c < curves.size(); ++c) {
       const ap::Prediction p = ref.predict(c, step);
       means[c].push_back(p.mean);

@@ -16,6 +16,7 @@
 #include "adaprec/predictor.hpp"
 #include "model.hpp"
 #include "prior_sampler.hpp"
+#include "test_support.hpp"
 
 namespace ap = adaprec::predictor;
 using adaprec::ErrorCode;
@@ -46,23 +47,8 @@ std::vector<double> evenSteps(int count, double last) {
   return steps;
 }
 
-std::vector<ap::Curve> firstPoints(const std::vector<ap::Curve>& curves, int count) {
-  std::vector<ap::Curve> out;
-  for (const ap::Curve& c : curves) {
-    out.push_back({{c.steps.begin(), c.steps.begin() + count}, {c.values.begin(), c.values.begin() + count}, {}});
-  }
-  return out;
-}
-
-ErrorCode codeOf(const std::function<void()>& f, std::string* message = nullptr) {
-  try {
-    f();
-  } catch (const adaprec::Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  return ErrorCode::kOk;
-}
+using ap::test::codeOf;
+using ap::test::firstPoints;
 }  // namespace
 
 namespace {
@@ -136,14 +122,7 @@ TEST_CASE("gain at the step scale: fast posterior and the MCMC references agree"
     const ap::Posterior fast = ap::fitFast({a, b}, m, fine);
     std::vector<double> means, sds;
     for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-      ap::McmcOptions options;
-      options.method = method;
-      options.seed = seed;
-      options.iterations = method == ap::McmcMethod::kEnsemble ? 6000 : 4000;
-      options.burnIn = method == ap::McmcMethod::kEnsemble ? 2000 : 1000;
-      options.thin = 4;
-      options.maxSamples = 4000;
-      const ap::Prediction p = ap::fitMcmc({a, b}, m, options).predict(0, 1600);
+      const ap::Prediction p = ap::fitMcmc({a, b}, m, ap::test::referenceMcmc(method, seed)).predict(0, 1600);
       means.push_back(p.mean);
       sds.push_back(p.sd);
     }
@@ -168,21 +147,17 @@ TEST_CASE("fast posterior intervals are calibrated with a learned shape prior an
   model.shapePrior = concentratedPrior(0.7);
   const std::vector<double> steps = evenSteps(24, kHorizon);
   constexpr int kDraws = 300, kObserved = 8;
-  int in50 = 0, in90 = 0, total = 0;
+  ap::test::Coverage coverage;
   for (int seed = 0; seed < kDraws; ++seed) {
     std::mt19937_64 rng(5000 + seed);
     const auto draw = ap::detail::samplePrior(model, 2, steps, kHorizon, rng);
     const ap::Posterior post = ap::fitFast(firstPoints(draw.curves, kObserved), model);
     for (std::size_t c = 0; c < draw.curves.size(); ++c) {
-      const ap::Predictive p = post.predictive(c, steps.back());
-      const double y = draw.curves[c].values.back();
-      in50 += y >= p.quantile(0.25) && y <= p.quantile(0.75);
-      in90 += y >= p.quantile(0.05) && y <= p.quantile(0.95);
-      ++total;
+      coverage.add(post.predictive(c, steps.back()), draw.curves[c].values.back());
     }
   }
-  const double c50 = static_cast<double>(in50) / total, c90 = static_cast<double>(in90) / total;
-  INFO("seeds 5000..: coverage 50% " << c50 << ", 90% " << c90 << " of " << total);
+  const double c50 = coverage.c50(), c90 = coverage.c90();
+  INFO("seeds 5000..: coverage 50% " << c50 << ", 90% " << c90 << " of " << coverage.total);
   CHECK(c50 > 0.41);
   CHECK(c50 < 0.59);
   CHECK(c90 > 0.85);

@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "MCMC seed");
   app.add_option("--prior-runs", priorRuns,
                  "CSV of finished related runs (header run,curve,step,value[,n]; each run seen to the horizon "
-                 "the prediction is about): learn the shape prior and the horizon gain's scale from them")
+                 "the prediction is about): learn the shape prior, the horizon gain's scale and a recalibration "
+                 "of the predictive CDF from them")
       ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
 
@@ -169,6 +170,13 @@ int main(int argc, char** argv) {
         out["prior_runs"] = model.shapePrior->runCount;
         out["prior_step_scale"] = model.shapePrior->stepScale;
         out["gain_headroom_sd"] = model.gainHeadroomSd;
+      }
+      if (model.recalibration) {
+        const ap::Recalibration& r = *model.recalibration;
+        out["recalibration"] = nlohmann::json::array();
+        for (std::size_t i = 0; i < r.fractions.size(); ++i) {
+          out["recalibration"].push_back({{"fraction", r.fractions[i]}, {"a", r.a[i]}, {"b", r.b[i]}, {"pits", r.counts[i]}});
+        }
       }
       std::cout << out.dump(2) << std::endl;
     }
