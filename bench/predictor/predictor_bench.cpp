@@ -11,7 +11,9 @@
 //             All 29 by default (--trainer-csv picks files). trainer_curves_fresh.csv (10 sets, written
 //             later) is not read by default: it was held out and evaluated once (docs/predictor.md).
 //             trainer_curves_heldout2.csv (10 sets, written before the priors learned from runs were
-//             finished) is not read by default either: held out for that change. Honest test.
+//             finished) is not read by default either: held out for that change, and evaluated.
+//             trainer_curves_heldout3.csv (10 sets, written after the recalibration map was fixed) is
+//             the held-out set of that map; not read by default. Honest test.
 //   prior   - curves drawn from the model's own prior (conditioned on [0, 1]): self-consistency only.
 // The real sources lead every curve with the checkpoint's own evaluation, as the precision controller
 // does (--no-anchor: without it). For cutoffs at 10/20/40% of the points, each method sees the first
