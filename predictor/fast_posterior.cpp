@@ -333,11 +333,11 @@ std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double 
 // coefficient is the gain reached at x = 1 (rescaled to b when the components are stored).
 class GainBasis {
  public:
-  GainBasis(const detail::Data& data, bool atStepScale) : table_(data.distinctX), atStepScale_(atStepScale) {}
+  GainBasis(const detail::Data& data, const ModelOptions& model) : table_(data.distinctX), model_(model) {}
   const std::vector<double>& values(Family family, const std::array<double, 2>& theta) {
     const std::vector<double>& g = table_.values(family, theta);
-    if (!atStepScale_) return g;
-    const double scale = 1.0 / detail::gainScale(family, theta);
+    if (!model_.gainAtStepScale) return g;
+    const double scale = 1.0 / detail::priorGainScale(model_, family, theta);
     scaled_.resize(g.size());
     for (std::size_t i = 0; i < g.size(); ++i) scaled_[i] = g[i] * scale;
     return scaled_;
@@ -345,7 +345,7 @@ class GainBasis {
 
  private:
   detail::BasisTable table_;
-  bool atStepScale_;
+  const ModelOptions& model_;
   std::vector<double> scaled_;
 };
 
@@ -415,7 +415,7 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
   if (data.symmetric) tables.emplace(data, nodes);
 
   const detail::EvidencePrior prior = detail::evidencePrior(model);
-  GainBasis basis(data, model.gainAtStepScale);
+  GainBasis basis(data, model);
   CellEvaluator evaluator(data, prior, storeMargin(options, thetaGrid.size() * cellsPerTheta));
   FitPool pool;
   // Base grid, with the theta-only work shared across noise cells.
@@ -457,7 +457,7 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
     state->binomialScale.push_back(cell.binomialScale);
     state->sharedSd.push_back(cell.sharedSd);
     // With the gain at the step scale the coefficient is b * g(1): back to b.
-    const double gain = model.gainAtStepScale ? 1.0 / detail::gainScale(cell.family, state->theta.back()) : 1.0;
+    const double gain = 1.0 / detail::priorGainScale(model, cell.family, state->theta.back());
     for (std::size_t c = 0; c < curveCount; ++c) {
       const CurveFit& fit = pool[static_cast<std::size_t>(cell.fit) + c];
       state->coef.push_back(detail::coefFromGaussian(fit.meanA, fit.meanB * gain, fit.covAA, fit.covAB * gain,

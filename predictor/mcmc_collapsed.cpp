@@ -70,7 +70,7 @@ class CollapsedTarget {
     // The dense joint regression (not fitFast's rotated closed form), so the two paths check each other.
     const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
     // With the gain prior at the step scale the regressor is g / g(1), its coefficient b g(1).
-    const double scale = model_.gainAtStepScale ? 1.0 / gainScale(s.family, theta) : 1.0;
+    const double scale = 1.0 / priorGainScale(model_, s.family, theta);
     for (std::size_t t = 0; t < g_.size(); ++t) g_[t] = scale * basis(s.family, theta, data_.distinctX[t]);
     return logShape + jointEvidence(data_, prior_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale],
                                     data_.sharedSds[s.shared], fits);
@@ -180,7 +180,7 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
     target(s, &fits);
     const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
     // The fits' gain coefficient is b g(1) with the gain prior at the step scale.
-    const double toGain = model.gainAtStepScale ? 1.0 / gainScale(s.family, theta) : 1.0;
+    const double toGain = 1.0 / priorGainScale(model, s.family, theta);
     for (std::size_t c = 0; c < curveCount; ++c) {
       const CurveFit& f = fits[c];
       const double b = truncatedNormalDraw(f.meanB, std::sqrt(f.covBB), rng);

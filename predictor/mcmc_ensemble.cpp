@@ -49,7 +49,7 @@ class Target {
     const double s2 = std::exp(2.0 * x[2]);
     // With the gain prior at the step scale it is a prior on b g(1): its density at b g(1) times the
     // Jacobian g(1) per curve.
-    const double g1 = model_.gainAtStepScale ? detail::gainScale(family, theta) : 1.0;
+    const double g1 = detail::priorGainScale(model_, family, theta);
     for (std::size_t c = 0; c < data_.curves.size(); ++c) {
       const double a = x[3 + 2 * c];
       const double b = x[4 + 2 * c];

@@ -303,6 +303,10 @@ double gainScale(Family family, const std::array<double, 2>& theta) {
   return std::max(basis(family, theta, 1.0), 1e-12);
 }
 
+double priorGainScale(const ModelOptions& model, Family family, const std::array<double, 2>& theta) {
+  return model.gainAtStepScale ? gainScale(family, theta) : 1.0;
+}
+
 double normalCdf(double z) { return 0.5 * std::erfc(-z * M_SQRT1_2); }
 
 double normalPdf(double z) { return 0.3989422804014327 * std::exp(-0.5 * z * z); }

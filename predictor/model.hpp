@@ -91,6 +91,9 @@ std::array<double, 2> fitBeta(const std::vector<double>& values);
 
 // g(1; theta), the part of the gain b reached at x = 1 (ModelOptions::gainAtStepScale), at least 1e-12.
 double gainScale(Family family, const std::array<double, 2>& theta);
+// What b is multiplied by to give the coefficient the gain prior is on: g(1; theta) with
+// gainAtStepScale, else 1. Every fit, sampler and the prior sampler convert through this.
+double priorGainScale(const ModelOptions& model, Family family, const std::array<double, 2>& theta);
 
 // Basis values at every Data::distinctX for one (family, theta) at a time. What depends only on the
 // family and kappa (log(x / kappa) or log1p(x / kappa)) is kept across calls with the same family and

@@ -96,7 +96,7 @@ void Predictive::evaluate(double y, double& cdf, double& density) const {
 
 double Predictive::cdf(double y) const {
   const double f = mixtureCdf(y);
-  return mapA_ == 1 && mapB_ == 1 ? f : detail::betaCdf(f, mapA_, mapB_);
+  return mapped() ? detail::betaCdf(f, mapA_, mapB_) : f;
 }
 
 double Predictive::mixtureCdf(double y) const {
@@ -112,7 +112,7 @@ double Predictive::mixtureCdf(double y) const {
 
 double Predictive::quantile(double p) const {
   ADAPREC_CHECK_ARG(p > 0 && p < 1, "quantile: p must be in (0, 1), got " << p);
-  if (mapA_ == 1 && mapB_ == 1) return mixtureQuantile(p);
+  if (!mapped()) return mixtureQuantile(p);
   // B^-1(p) can round to 0 or 1 for an extreme p: keep it inside (0, 1), where the mixture's is defined.
   return mixtureQuantile(std::clamp(detail::betaQuantile(p, mapA_, mapB_), 1e-15, 1.0 - 1e-15));
 }
@@ -137,7 +137,7 @@ double Predictive::mixtureQuantile(double p) const {
 
 double Predictive::logDensity(double y) const {
   const double log = mixtureLogDensity(y);
-  if (degenerate_ || (mapA_ == 1 && mapB_ == 1) || log <= kMinLogDensity) return log;
+  if (degenerate_ || !mapped() || log <= kMinLogDensity) return log;
   const double u = std::clamp(mixtureCdf(y), 1e-300, 1.0 - 1e-16);
   return std::max(log + detail::betaLogPdf(u, mapA_, mapB_), kMinLogDensity);
 }
@@ -165,7 +165,7 @@ Predictive Predictive::recalibrated(double a, double b) const {
   Predictive out = *this;
   out.mapA_ = a;
   out.mapB_ = b;
-  if (degenerate_ || (a == 1 && b == 1)) return out;
+  if (degenerate_ || !out.mapped()) return out;
   // Moments from the CDF G over the support [lo, hi] that holds all but 2e-9 of the mass:
   // E[Y] = lo + int_lo^hi (1 - G), E[Y^2] = lo^2 + int_lo^hi 2y (1 - G); Simpson's rule on 64 cells
   // (G is smooth there: a Beta CDF of a truncated normal mixture's). 67 CDF evaluations of the mixture

@@ -37,7 +37,7 @@ PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vect
     const double gainMean = model.gainHeadroomSd > 0 ? 0.0 : model.gainMean;
     const double gainSd = model.gainHeadroomSd > 0 ? headroomGainSd(model.gainHeadroomSd, first) : model.gainSd;
     // The gain prior is on b, or with gainAtStepScale on b g(1; theta).
-    const double toGain = model.gainAtStepScale ? 1.0 / gainScale(draw.family, draw.theta) : 1.0;
+    const double toGain = 1.0 / priorGainScale(model, draw.family, draw.theta);
     bool valid = true;
     for (int c = 0; c < curveCount && valid; ++c) {
       const double a = draw.start[static_cast<std::size_t>(c)];

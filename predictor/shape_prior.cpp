@@ -114,7 +114,7 @@ std::vector<double> squaredRelativeGains(const std::vector<std::vector<Curve>>& 
     const std::size_t curveCount = run.size();
     double sum = 0;
     for (std::size_t k = 0; k < state->weight.size(); ++k) {
-      const double g1 = model.gainAtStepScale ? detail::gainScale(state->family[k], state->theta[k]) : 1.0;
+      const double g1 = detail::priorGainScale(model, state->family[k], state->theta[k]);
       for (std::size_t c = 0; c < curveCount; ++c) {
         const detail::CurveCoef& coef = state->coef[k * curveCount + c];
         sum += state->weight[k] * g1 * g1 * (coef.varB + coef.muB * coef.muB) / (h * h) / curveCount;

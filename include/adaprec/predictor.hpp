@@ -171,6 +171,7 @@ class Predictive {
  private:
   // cdf and density of the untruncated mixture at y, relative to the truncation's lower end.
   void evaluate(double y, double& cdf, double& density) const;
+  bool mapped() const { return mapA_ != 1 || mapB_ != 1; }
   // The mixture alone (what the map is applied to).
   double mixtureCdf(double y) const;
   double mixtureQuantile(double p) const;
