@@ -50,23 +50,42 @@ std::optional<Algorithm> tryParseAlgorithm(std::string_view name);
 Algorithm parseAlgorithm(std::string_view name);
 std::string validAlgorithmNames();
 
-// Environment variables read by EnvironmentConfig (the C API and the preload library use them).
+// Environment variables read by EnvironmentConfig (the C API and the preload library use them). The
+// declaration of every ADAPREC_* variable (valid values, default, meaning) is one table in the library;
+// `adaprec-codec --env` prints it and docs/cluster.md lists it.
 inline constexpr const char* kEnvFormat = "ADAPREC_FORMAT";        // format spec; default fp32
 inline constexpr const char* kEnvAlgo = "ADAPREC_ALGO";            // algorithm name; default auto
 inline constexpr const char* kEnvMinBytes = "ADAPREC_MIN_BYTES";   // smaller messages pass through
 inline constexpr const char* kEnvStats = "ADAPREC_STATS";          // 1: print totals at finalize
 inline constexpr const char* kEnvRanksPerNode = "ADAPREC_RANKS_PER_NODE";  // emulate nodes
 inline constexpr std::size_t kDefaultMinBytes = 65536;
+inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;  // 1 MiB of fp32
+
+// What a Communicator is built with. Every rank must pass the same segmentCount (the constructor
+// checks, and refuses a mismatch with Error(kMismatch) on every rank).
+struct CommunicatorOptions {
+  std::size_t segmentCount = kDefaultSegmentCount;  // elements per pipelined segment, 256 .. 2^28
+
+  // ADAPREC_SEGMENT_COUNT; unset or empty keeps the default, an invalid value throws
+  // Error(kInvalidArgument) with one line naming the variable and the valid values.
+  static CommunicatorOptions fromEnvironment();
+};
 
 struct EnvironmentConfig {
   FormatSpec format;                       // ADAPREC_FORMAT
   Algorithm algorithm = Algorithm::kAuto;  // ADAPREC_ALGO
   std::size_t minBytes = kDefaultMinBytes; // ADAPREC_MIN_BYTES (decimal bytes)
   bool stats = false;                      // ADAPREC_STATS (0 or 1)
+  int ranksPerNode = 0;                    // ADAPREC_RANKS_PER_NODE; 0: the real node layout
+  CommunicatorOptions communicator;        // ADAPREC_SEGMENT_COUNT
 
-  // Reads the variables above; an unset or empty variable keeps its default. An invalid value throws
+  // Reads every ADAPREC_* variable the library knows (ADAPREC_CPU_ISA too: validated, and refused when
+  // this CPU lacks the ISA); an unset or empty variable keeps its default. An invalid value throws
   // Error(kInvalidArgument) whose message is one line naming the variable and the valid values.
   static EnvironmentConfig fromEnvironment();
+  // The settings every rank must share, as "ADAPREC_FORMAT=fp8s ADAPREC_ALGO=auto ..." (for the
+  // agreement check and its message).
+  std::string agreedSettings() const;
 };
 
 struct AllreduceOptions {
@@ -123,7 +142,10 @@ struct FastestOptions {
 
 class Communicator {
  public:
-  explicit Communicator(std::shared_ptr<Transport> transport);
+  // Collective: every rank passes the same options (segmentCount), else Error(kMismatch)
+  // on every rank.
+  explicit Communicator(std::shared_ptr<Transport> transport,
+                        const CommunicatorOptions& options = CommunicatorOptions::fromEnvironment());
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;

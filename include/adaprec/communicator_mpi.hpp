@@ -16,6 +16,7 @@ namespace adaprec {
 std::shared_ptr<Transport> makeMpiTransport(MPI_Comm comm);
 
 // Collective: a Communicator over makeMpiTransport(comm).
-Communicator makeMpiCommunicator(MPI_Comm comm);
+Communicator makeMpiCommunicator(MPI_Comm comm,
+                                 const CommunicatorOptions& options = CommunicatorOptions::fromEnvironment());
 
 }  // namespace adaprec

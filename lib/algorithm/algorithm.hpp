@@ -62,9 +62,9 @@ struct AlgorithmContext {
   Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what the leaders run
 };
 
-// Default elements per segment: large enough that per-message costs vanish, small enough that
-// encoding one segment overlaps the transfer of the previous one.
-inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;
+// Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs
+// vanish, small enough that encoding one segment overlaps the transfer of the previous one.
+using adaprec::kDefaultSegmentCount;
 
 void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
 void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "adaprec/error.hpp"
+#include "config/environment_variables.hpp"
 
 namespace adaprec::codec {
 
@@ -21,13 +22,7 @@ extern const HostKernels kKernels;
 }
 #endif
 
-namespace {
-
-const HostKernels& chooseKernels() {
-  const char* forced = std::getenv("ADAPREC_CPU_ISA");
-  const std::string_view want = forced != nullptr ? forced : "";
-  ADAPREC_CHECK_ARG(want.empty() || want == "generic" || want == "avx2" || want == "avx512",
-                    "ADAPREC_CPU_ISA='" << want << "' is not valid; valid values: generic, avx2, avx512");
+const HostKernels& kernelsForIsa(std::string_view want) {
   if (want == "generic") return generic::kKernels;
   const HostKernels* wide = avx512HostKernels();
   const HostKernels* narrow = avx2HostKernels();
@@ -43,8 +38,6 @@ const HostKernels& chooseKernels() {
   }
   return wide != nullptr ? *wide : narrow != nullptr ? *narrow : generic::kKernels;
 }
-
-}  // namespace
 
 const HostKernels& genericHostKernels() { return generic::kKernels; }
 
@@ -70,7 +63,7 @@ const HostKernels* avx512HostKernels() {
 }
 
 const HostKernels& hostKernels() {
-  static const HostKernels& kernels = chooseKernels();
+  static const HostKernels& kernels = kernelsForIsa(detail::readEnvironmentChoice(detail::kEnvCpuIsa).value_or(""));
   return kernels;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace adaprec::codec {
 
@@ -47,6 +48,9 @@ struct HostKernels {
 // The fastest variant this CPU supports, unless ADAPREC_CPU_ISA=generic|avx2|avx512 picks one.
 const HostKernels& hostKernels();
 const HostKernels& genericHostKernels();
+// The variant ADAPREC_CPU_ISA=want selects ("" = the widest); Error(kUnsupported) when this CPU or
+// build lacks it. want must be one of generic, avx2, avx512 or empty.
+const HostKernels& kernelsForIsa(std::string_view want);
 // nullptr when this CPU (or build) lacks x86-64-v3 / x86-64-v4.
 const HostKernels* avx2HostKernels();
 const HostKernels* avx512HostKernels();

@@ -17,20 +17,11 @@
 #include "algorithm/algorithm.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/signature_hash.hpp"
+#include "config/environment_variables.hpp"
+#include "transport/internal_tags.hpp"
 
 namespace adaprec {
 namespace {
-
-std::size_t segmentCountFromEnvironment() {
-  // Testing knob: small segments exercise the pipelined paths with small buffers.
-  const char* text = std::getenv("ADAPREC_SEGMENT_COUNT");
-  if (text == nullptr || *text == '\0') return detail::kDefaultSegmentCount;
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  ADAPREC_CHECK_ARG(end != text && *end == '\0' && value >= 1,
-                    "ADAPREC_SEGMENT_COUNT='" << text << "' is invalid; valid values: an integer >= 1");
-  return static_cast<std::size_t>(value);
-}
 
 // Error-feedback state layout (see Communicator::saveErrorFeedback).
 constexpr char kFeedbackMagic[8] = {'A', 'D', 'A', 'P', 'R', 'E', 'F', 'B'};
@@ -124,18 +115,33 @@ struct Communicator::Impl {
   }
 };
 
-Communicator::Communicator(std::shared_ptr<Transport> transport) : impl_(std::make_unique<Impl>()) {
+Communicator::Communicator(std::shared_ptr<Transport> transport, const CommunicatorOptions& options)
+    : impl_(std::make_unique<Impl>()) {
   ADAPREC_CHECK_ARG(transport != nullptr, "Communicator needs a transport");
+  const detail::EnvironmentVariable& segment = detail::environmentVariable(detail::kEnvSegmentCount);
+  ADAPREC_CHECK_ARG(options.segmentCount >= segment.min && options.segmentCount <= segment.max,
+                    "CommunicatorOptions::segmentCount " << options.segmentCount << " is invalid; valid values: "
+                                                         << segment.valid);
   impl_->transport = std::move(transport);
-  impl_->segmentCount = segmentCountFromEnvironment();
+  impl_->segmentCount = options.segmentCount;
   detail::fastClockSecondsPerTick();  // calibrate now, not inside the first allreduce
   impl_->totals.calls = 0;
-  // Node layout (collective): node id + 1 of every rank, gathered with an element-wise max.
+  // Node layout (collective): node id + 1 of every rank, gathered with an element-wise max; the last
+  // two values agree the settings that shape every message (a mismatch would hang or mis-decode).
   const int p = impl_->transport->size();
-  std::vector<std::uint64_t> ids(static_cast<std::size_t>(p), 0);
+  const std::uint64_t settings =
+      detail::signatureOf(1, options.segmentCount, detail::ranksPerNodeOverride());
+  std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 2, 0);
   ids[static_cast<std::size_t>(impl_->transport->rank())] =
       static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
+  ids[ids.size() - 2] = settings;
+  ids[ids.size() - 1] = ~settings;
   impl_->transport->allreduceMax(ids.data(), ids.size());
+  ADAPREC_CHECK(ids[ids.size() - 2] == settings && ids[ids.size() - 1] == ~settings, ErrorCode::kMismatch,
+                "ranks disagree on the communicator's settings (this rank: "
+                    << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName << '='
+                    << detail::ranksPerNodeOverride() << "); set the same values on every rank");
+  ids.resize(static_cast<std::size_t>(p));
   std::map<std::uint64_t, int> perNode;
   for (std::uint64_t id : ids) ++perNode[id];
   impl_->nodes = static_cast<int>(perNode.size());

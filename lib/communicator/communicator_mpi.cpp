@@ -2,6 +2,8 @@
 
 namespace adaprec {
 
-Communicator makeMpiCommunicator(MPI_Comm comm) { return Communicator(makeMpiTransport(comm)); }
+Communicator makeMpiCommunicator(MPI_Comm comm, const CommunicatorOptions& options) {
+  return Communicator(makeMpiTransport(comm), options);
+}
 
 }  // namespace adaprec

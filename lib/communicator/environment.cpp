@@ -1,57 +1,53 @@
 // EnvironmentConfig: the ADAPREC_* variables shared by the C API, the preload library and tools.
-#include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
+#include "codec/host_kernels.hpp"
+#include "config/environment_variables.hpp"
 
 namespace adaprec {
-namespace {
 
-const char* valueOf(const char* name) {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? text : nullptr;
+CommunicatorOptions CommunicatorOptions::fromEnvironment() {
+  CommunicatorOptions options;
+  options.segmentCount = static_cast<std::size_t>(
+      detail::readEnvironmentUnsigned(detail::kEnvSegmentCount).value_or(kDefaultSegmentCount));
+  return options;
 }
-
-}  // namespace
 
 EnvironmentConfig EnvironmentConfig::fromEnvironment() {
   EnvironmentConfig config;
-  if (const char* text = valueOf(kEnvFormat)) {
+  if (const auto text = detail::environmentText(kEnvFormat)) {
     try {
-      config.format = parseFormatSpec(text);
+      config.format = parseFormatSpec(*text);
     } catch (const Error&) {
-      ADAPREC_FAIL(ErrorCode::kInvalidArgument,
-                   kEnvFormat << "='" << text << "' is invalid; valid values: " << validFormatNames()
-                              << " (each optionally with +ef), fastest");
+      detail::rejectEnvironmentValue(kEnvFormat, *text);
     }
-    ADAPREC_CHECK_ARG(config.format.selection != Selection::kAdaptive,
-                      kEnvFormat << "='" << text
-                                 << "' is invalid here: adaptive needs the trainer's controller; valid "
-                                    "values: "
-                                 << validFormatNames() << " (each optionally with +ef), fastest");
+    // adaptive is a valid format spec elsewhere (the trainer's controller), never here.
+    if (config.format.selection == Selection::kAdaptive) detail::rejectEnvironmentValue(kEnvFormat, *text);
   }
-  if (const char* text = valueOf(kEnvAlgo)) {
-    const std::optional<Algorithm> algorithm = tryParseAlgorithm(text);
-    ADAPREC_CHECK_ARG(algorithm.has_value(), kEnvAlgo << "='" << text << "' is invalid; valid values: "
-                                                      << validAlgorithmNames());
+  if (const auto text = detail::environmentText(kEnvAlgo)) {
+    const std::optional<Algorithm> algorithm = tryParseAlgorithm(*text);
+    if (!algorithm) detail::rejectEnvironmentValue(kEnvAlgo, *text);
     config.algorithm = *algorithm;
   }
-  if (const char* text = valueOf(kEnvMinBytes)) {
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    ADAPREC_CHECK_ARG(end != text && *end == '\0' && text[0] != '-',
-                      kEnvMinBytes << "='" << text
-                                   << "' is invalid; valid values: a byte count (decimal integer >= 0)");
-    config.minBytes = static_cast<std::size_t>(value);
-  }
-  if (const char* text = valueOf(kEnvStats)) {
-    const std::string value = text;
-    ADAPREC_CHECK_ARG(value == "0" || value == "1",
-                      kEnvStats << "='" << text << "' is invalid; valid values: 0, 1");
-    config.stats = value == "1";
-  }
+  config.minBytes = static_cast<std::size_t>(detail::readEnvironmentUnsigned(kEnvMinBytes).value_or(kDefaultMinBytes));
+  config.stats = detail::readEnvironmentFlag(kEnvStats).value_or(false);
+  config.ranksPerNode = static_cast<int>(detail::readEnvironmentUnsigned(kEnvRanksPerNode).value_or(0));
+  config.communicator = CommunicatorOptions::fromEnvironment();
+  // ADAPREC_CPU_ISA: an invalid or unavailable ISA is refused now, not at the first encode.
+  codec::kernelsForIsa(detail::readEnvironmentChoice(detail::kEnvCpuIsa).value_or(""));
   return config;
+}
+
+std::string EnvironmentConfig::agreedSettings() const {
+  std::ostringstream out;
+  out << kEnvFormat << '=' << toString(format) << ' ' << kEnvAlgo << '=' << algorithmName(algorithm) << ' '
+      << kEnvMinBytes << '=' << minBytes << ' ' << kEnvRanksPerNode << '='
+      << (ranksPerNode > 0 ? std::to_string(ranksPerNode) : std::string("unset")) << ' '
+      << detail::kEnvSegmentCount << '=' << communicator.segmentCount;
+  return out.str();
 }
 
 AllreduceStats& AllreduceStats::operator+=(const AllreduceStats& other) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "adaprec/error.hpp"
+#include "config/environment_variables.hpp"
 #include "adaprec/transport.hpp"
 #include "transport/half_convert.hpp"
 #include "transport/internal_tags.hpp"
@@ -103,13 +104,7 @@ void Transport::nativeAllreduceOutOfPlace(const void* send, void* recv, std::siz
 namespace detail {
 
 int ranksPerNodeOverride() {
-  const char* text = std::getenv("ADAPREC_RANKS_PER_NODE");
-  if (text == nullptr || *text == '\0') return 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  ADAPREC_CHECK_ARG(end != text && *end == '\0' && value > 0 && value < (1L << 30),
-                    "ADAPREC_RANKS_PER_NODE='" << text << "' is invalid; valid values: a positive integer");
-  return static_cast<int>(value);
+  return static_cast<int>(readEnvironmentUnsigned(kEnvRanksPerNodeName).value_or(0));
 }
 
 }  // namespace detail

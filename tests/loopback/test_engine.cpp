@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -261,4 +262,46 @@ TEST_CASE("environment variables are validated with one clear message", "[engine
   CHECK(defaults.algorithm == Algorithm::kAuto);
   CHECK(defaults.minBytes == kDefaultMinBytes);
   CHECK_FALSE(defaults.stats);
+}
+
+TEST_CASE("a wrapping ADAPREC_SEGMENT_COUNT is refused, not reduced to zero segments", "[engine]") {
+  // strtoull accepted these; the layout then had zero segments, nothing was reduced and the ranks
+  // returned different values without an error.
+  for (const char* value : {"-1", "18446744073709551615", "1"}) {
+    setenv("ADAPREC_SEGMENT_COUNT", value, 1);
+    LoopbackGroup group(2);
+    std::vector<std::string> messages(2);
+    runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+      try {
+        Communicator comm(transport);
+      } catch (const Error& e) {
+        messages[rank] = e.what();
+      }
+    });
+    unsetenv("ADAPREC_SEGMENT_COUNT");
+    INFO(value);
+    for (const std::string& message : messages)
+      CHECK_THAT(message, Catch::Contains(std::string("ADAPREC_SEGMENT_COUNT='") + value + "' is invalid"));
+  }
+}
+
+TEST_CASE("ranks built with different communicator settings fail on every rank", "[engine]") {
+  LoopbackGroup group(3);
+  std::vector<std::optional<ErrorCode>> codes(3);
+  std::vector<std::string> messages(3);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.segmentCount = rank == 1 ? 4096 : kDefaultSegmentCount;
+    try {
+      Communicator comm(transport, options);
+    } catch (const Error& e) {
+      codes[rank] = e.code();
+      messages[rank] = e.what();
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    CHECK(codes[r] == ErrorCode::kMismatch);
+    CHECK_THAT(messages[r], Catch::Contains("ranks disagree on the communicator's settings"));
+  }
+  CHECK_THAT(messages[1], Catch::Contains("ADAPREC_SEGMENT_COUNT=4096"));
 }

@@ -14,8 +14,10 @@
 #include <CLI/CLI.hpp>
 
 #include "adaprec/codec.hpp"
+#include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
+#include "config/environment_variables.hpp"
 
 namespace {
 
@@ -63,6 +65,25 @@ std::vector<float> decodeChunk(adaprec::Format format, const std::vector<unsigne
   return values;
 }
 
+// The library's table of ADAPREC_* variables, with this environment's value of each and its verdict.
+int printEnvironment() {
+  int invalid = 0;
+  for (const adaprec::detail::EnvironmentVariable& v : adaprec::detail::environmentVariables()) {
+    std::printf("%s\n  read by: %s\n  meaning: %s\n  valid:   %s\n  default: %s\n  ranks must agree: %s\n",
+                std::string(v.name).c_str(), std::string(v.readBy).c_str(), std::string(v.meaning).c_str(),
+                v.validList != nullptr ? v.validList().c_str() : std::string(v.valid).c_str(),
+                std::string(v.defaultText).c_str(), v.mustAgree ? "yes" : "no");
+    if (const auto text = adaprec::detail::environmentText(v.name)) std::printf("  set to:  '%s'\n", text->c_str());
+  }
+  try {
+    adaprec::EnvironmentConfig::fromEnvironment();
+  } catch (const adaprec::Error& e) {
+    std::fprintf(stderr, "adaprec-codec: %s\n", e.what());
+    invalid = 1;
+  }
+  return invalid;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,7 +101,10 @@ int main(int argc, char** argv) {
   addArgs(dec, "chunk input file or -", "float32 output file or -");
   CLI::App* rt = app.add_subcommand("roundtrip", "float32 -> format -> float32 (what the wire does to the values)");
   addArgs(rt, "float32 input file or -", "float32 output file or -");
+  CLI::App* env = app.add_subcommand("env", "every ADAPREC_* environment variable: valid values, default, and "
+                                            "whether this process's value is valid");
   CLI11_PARSE(app, argc, argv);
+  if (env->parsed()) return printEnvironment();
 
   try {
     const adaprec::Format format = adaprec::parseFormat(formatName);
