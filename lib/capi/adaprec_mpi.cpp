@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
 #include "capi/capi_config.hpp"
+#include "communicator/signature_hash.hpp"
 
 namespace {
 
@@ -37,27 +39,66 @@ std::mutex& keyvalMutex() {
   static std::mutex m;
   return m;
 }
-int communicatorKeyval = MPI_KEYVAL_INVALID;
+int stateKeyval = MPI_KEYVAL_INVALID;
 
-int deleteCommunicator(MPI_Comm, int, void* value, void*) {
-  delete static_cast<Communicator*>(value);
+// What AdaPrec keeps on an MPI communicator (as an attribute, so it is freed with the communicator):
+// whether the ranks agreed on the ADAPREC_* settings, and the Communicator once one is needed.
+struct CommState {
+  bool agreed = false;
+  std::unique_ptr<Communicator> communicator;
+};
+
+int deleteState(MPI_Comm, int, void* value, void*) {
+  delete static_cast<CommState*>(value);
+  return MPI_SUCCESS;
+}
+
+CommState& stateFor(MPI_Comm comm) {
+  {
+    std::lock_guard lock(keyvalMutex());
+    if (stateKeyval == MPI_KEYVAL_INVALID)
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteState, &stateKeyval, nullptr);
+  }
+  void* value = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm, stateKeyval, &value, &found);
+  if (found) return *static_cast<CommState*>(value);
+  auto* created = new CommState;
+  MPI_Comm_set_attr(comm, stateKeyval, created);
+  return *created;
+}
+
+// Every rank of `comm` must decide pass-through or AdaPrec the same way for the same call, so before
+// the first float sum on a communicator the ranks compare their ADAPREC_* settings (one tiny allreduce,
+// once per communicator). A mismatch is one line on every rank and the communicator's error handler
+// (fatal by default), never a hang. Returns the MPI error code, MPI_SUCCESS when they agree.
+int agreeSettings(MPI_Comm comm, CommState& state, const adaprec::EnvironmentConfig& config) {
+  if (state.agreed) return MPI_SUCCESS;
+  const std::string settings = config.agreedSettings();
+  const std::uint64_t signature = adaprec::detail::hashSignatureText(settings);
+  std::uint64_t values[2] = {signature, ~signature};
+  const int rc = PMPI_Allreduce(MPI_IN_PLACE, values, 2, MPI_UINT64_T, MPI_MAX, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  if (values[0] != signature || values[1] != ~signature) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    std::fprintf(stderr,
+                 "adaprec: rank %d: ranks disagree on the ADAPREC_* settings (this rank: %s); set the same "
+                 "values on every rank\n",
+                 rank, settings.c_str());
+    std::fflush(stderr);
+    MPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
+    return MPI_ERR_ARG;
+  }
+  state.agreed = true;
   return MPI_SUCCESS;
 }
 
 // The Communicator cached on `comm`, created (collectively) on first use.
-Communicator& communicatorFor(MPI_Comm comm) {
-  {
-    std::lock_guard lock(keyvalMutex());
-    if (communicatorKeyval == MPI_KEYVAL_INVALID)
-      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteCommunicator, &communicatorKeyval, nullptr);
-  }
-  void* value = nullptr;
-  int found = 0;
-  MPI_Comm_get_attr(comm, communicatorKeyval, &value, &found);
-  if (found) return *static_cast<Communicator*>(value);
-  auto* created = new Communicator(adaprec::makeMpiCommunicator(comm));
-  MPI_Comm_set_attr(comm, communicatorKeyval, created);
-  return *created;
+Communicator& communicatorFor(MPI_Comm comm, CommState& state, const adaprec::EnvironmentConfig& config) {
+  if (!state.communicator)
+    state.communicator = std::make_unique<Communicator>(adaprec::makeMpiCommunicator(comm, config.communicator));
+  return *state.communicator;
 }
 
 int passThrough(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -84,16 +125,18 @@ extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, 
     return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
   int inter = 0;
   MPI_Comm_test_inter(comm, &inter);
+  if (inter) return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
+  CommState& state = stateFor(comm);
+  if (const int rc = agreeSettings(comm, state, config); rc != MPI_SUCCESS) return rc;
   const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
   // Default fp32 + auto means "behave exactly like MPI": the very same PMPI_Allreduce call.
   const bool plainFp32 = config.format.selection == adaprec::Selection::kFixed &&
                          config.format.format == adaprec::Format::kFp32 &&
                          config.algorithm == adaprec::Algorithm::kAuto;
-  if (inter || bytes < config.minBytes || plainFp32)
-    return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
+  if (bytes < config.minBytes || plainFp32) return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
 
   try {
-    Communicator& communicator = communicatorFor(comm);
+    Communicator& communicator = communicatorFor(comm, state, config);
     AllreduceOptions options;
     options.format = config.format;
     options.algorithm = config.algorithm;

@@ -10,6 +10,9 @@ usage: run_preload.py MPIRUN PROBE PRELOAD_LIB NP [mpirun args...]
    from the baseline, the probe checks them within the documented bound), every other call is
    bit-identical to the baseline, stats report intercepted calls and fewer bytes sent than fp32.
 4. Invalid values: the job stops with one line naming the variable and the valid values.
+5. Ranks with different settings (ADAPREC_FORMAT, ADAPREC_MIN_BYTES, ...; rank 0 against the others):
+   the job stops with "ranks disagree on the ADAPREC_* settings" instead of hanging (one rank passed
+   through to MPI while another ran AdaPrec's agreement on its private communicator).
 """
 import os
 import re
@@ -77,8 +80,34 @@ for env, tol in lossy:
         check(m is not None and int(m.group(1)) == 3 * int(np) and int(m.group(4)) < int(m.group(3)),
               f"preload {env}: stats line {m.group(0) if m else err.strip()[-300:]}")
 
+def run_split(first, rest):
+    """Rank 0 with the variables `first`, ranks 1.. with `rest` (MPMD app contexts)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPREC_")}
+    cmd = [mpirun] + mpirun_args
+    for count, names in ((1, first), (int(np) - 1, rest)):
+        cmd += ["-np", str(count), "-x", f"LD_PRELOAD={preload}"]
+        for k, v in names.items():
+            cmd += ["-x", f"{k}={v}"]
+        cmd += [probe, "0", ":"]
+    try:
+        p = subprocess.run(cmd[:-1], env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return None, "hung (killed after 60 s)"
+    return p.returncode, p.stderr
+
+
+if int(np) >= 2:
+    for first, rest in (({"ADAPREC_FORMAT": "fp8s"}, {"ADAPREC_FORMAT": "fp32"}),
+                        ({"ADAPREC_FORMAT": "fp8s", "ADAPREC_MIN_BYTES": "0"},
+                         {"ADAPREC_FORMAT": "fp8s", "ADAPREC_MIN_BYTES": "1000000000"}),
+                        ({"ADAPREC_FORMAT": "bf16", "ADAPREC_SEGMENT_COUNT": "4096"}, {"ADAPREC_FORMAT": "bf16"})):
+        rc, err = run_split(first, rest)
+        check(rc is not None and rc != 0 and "ranks disagree on the ADAPREC_* settings" in err,
+              f"rank 0 {first} vs others {rest}: the job stops with a clear line (rc={rc}): {err.strip()[:400]}")
+
 for name, value in (("ADAPREC_FORMAT", "fp7"), ("ADAPREC_ALGO", "tree"), ("ADAPREC_MIN_BYTES", "-5"),
-                    ("ADAPREC_STATS", "yes")):
+                    ("ADAPREC_STATS", "yes"), ("ADAPREC_SEGMENT_COUNT", "-1"), ("ADAPREC_RANKS_PER_NODE", "1e3"),
+                    ("ADAPREC_CPU_ISA", "sse")):
     rc, got, err = run({name: value})
     check(rc != 0 and err.count(f"{name}='{value}' is invalid; valid values:") == 1,
           f"invalid {name}={value} stops the job with a clear line (rc={rc}): {err.strip()[:300]}")
