@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
+#include "codec/chunk_header.hpp"
 #include "communicator/signature_hash.hpp"
 
 struct AdaPrec_CommObject {
@@ -226,7 +228,12 @@ extern "C" int AdaPrec_CommGetFeedback(AdaPrec_Comm comm, const char* key, uint6
 extern "C" int AdaPrec_CommSetFeedback(AdaPrec_Comm comm, const char* key, const char* algo,
                                        uint64_t count, uint64_t slots, const float* data) {
   return guarded("AdaPrec_CommSetFeedback", [&] {
-    ADAPREC_CHECK_ARG(data != nullptr || count * slots == 0, "null data");
+    // count x slots floats must be addressable: 2^62 x 4 wrapped to a small product and "succeeded".
+    std::uint64_t floats = 0;
+    ADAPREC_CHECK_ARG(!__builtin_mul_overflow(count, slots, &floats) && count <= adaprec::codec::kMaxChunkCount &&
+                          floats <= std::numeric_limits<std::size_t>::max() / sizeof(float),
+                      "count " << count << " x slots " << slots << " floats is too large");
+    ADAPREC_CHECK_ARG(data != nullptr || floats == 0, "null data");
     adaprec::ErrorFeedbackState state;
     state.count = static_cast<std::size_t>(count);
     state.algorithm = adaprec::parseAlgorithm(textOf(algo, "algo"));

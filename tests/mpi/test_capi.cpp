@@ -91,6 +91,18 @@ int run() {
   }
   MPI_Comm_free(&dup);
 
+  {
+    // A count whose byte size wraps (2^62 x 4) is refused, not accepted as a tiny state.
+    AdaPrec_Comm handle = nullptr;
+    AdaPrec_CommCreate(MPI_COMM_WORLD, &handle);
+    const float one = 1.0f;
+    const int rc = AdaPrec_CommSetFeedback(handle, "k", "ring", std::uint64_t{1} << 62, 1, &one);
+    verdict.check(rc == ADAPREC_ERR_INVALID_ARGUMENT && std::string(AdaPrec_LastError()).find("too large") !=
+                                                            std::string::npos,
+                  "SetFeedback with count 2^62 is refused: rc " + std::to_string(rc) + " " + AdaPrec_LastError());
+    AdaPrec_CommFree(handle);
+  }
+
   AdaPrec_Stats stats;
   AdaPrec_GetStats(&stats);
   // Intercepted: out of place, in place, duplicate communicator (the mismatched call fails).
