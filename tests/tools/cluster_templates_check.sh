@@ -154,9 +154,8 @@ echo "== 2 emulated nodes x 2 ranks (tools/vcluster): the per-rank part of the P
 # bind-gpu.sh must count local ranks per node (0 and 1 on each node), not across the job. Needs root and
 # network namespaces; elsewhere this part is skipped (the rest of the test still counts).
 vcluster=$templates/../vcluster
-probe=adaprec-clt-probe-$$
-if [[ $EUID -eq 0 && -x $vcluster ]] && command -v ip >/dev/null && ip netns add "$probe" 2>/dev/null; then
-  ip netns del "$probe"
+# The same probe as the vcluster smoke test: every step `vcluster run` takes, the failing one named.
+if probe=$("$vcluster" probe --prefix adaprec-clt); then
   rm -rf checkpoints train.jsonl
   line=$(dry "$pbs" "${pbs_env[@]}" PBS_NODEFILE="$work/two-nodes" JOB=train TRAIN_DATA="$tiny_train_data" \
     TRAIN_LENGTH="$tiny_train")
@@ -171,7 +170,7 @@ if [[ $EUID -eq 0 && -x $vcluster ]] && command -v ip >/dev/null && ip netns add
   [[ $bound == "$expected" ]] || { cat nodes.out; fail "GPU binding on 2 nodes: $bound"; }
   grep -q '"event":"eval"' train.jsonl || fail "train on 2 emulated nodes: no eval record"
 else
-  echo "skipped: needs root, tools/vcluster and network namespaces"
+  echo "skipped: tools/vcluster cannot run here: $probe"
 fi
 
 echo "cluster templates: all checks passed"

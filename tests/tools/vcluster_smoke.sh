@@ -9,16 +9,8 @@ vcluster="$1"
 check="$2"
 skip() { echo "SKIP vcluster smoke test: $*"; exit 77; }
 
-[[ $EUID -eq 0 ]] || skip "needs root for network namespaces (running as uid $EUID)"
-for tool in ip tc unshare mpirun; do
-  command -v "$tool" >/dev/null || skip "$tool not found"
-done
-probe="adaprec-vct-probe-$$"
-ip netns add "$probe" 2>/dev/null || skip "'ip netns add' is not permitted here"
-ip -n "$probe" link add br0 type bridge 2>/dev/null
-bridgeOk=$?
-ip netns del "$probe"
-((bridgeOk == 0)) || skip "cannot create a bridge inside a network namespace"
+# The same probe as cluster_templates_check.sh: every step `run` needs, with the failing one named.
+reason="$("$vcluster" probe)" || skip "$reason"
 
 # Own prefix per run: never collides with a user's cluster or a concurrent test.
 export ADAPREC_VCLUSTER_PREFIX="adaprec-vct-$$"

@@ -3,11 +3,14 @@
 
 ADAPREC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-# Debian packages the build, the tests and the demo need. CUDA and NCCL are optional and not
-# installed from here (they come with the CUDA toolkit in /usr/local/cuda).
+# Debian packages the build and the demo need. CUDA and NCCL are optional and not installed from here
+# (they come with the CUDA toolkit in /usr/local/cuda).
 ADAPREC_PACKAGES=(meson ninja-build g++ pkgconf zlib1g-dev libopenmpi-dev openmpi-bin libeigen3-dev catch2
-  libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-scipy python3-matplotlib python3-mpi4py python3-torch
+  libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-scipy python3-matplotlib python3-mpi4py
   iproute2)
+# Only the test suites need these (PyTorch alone is over half of all packages a fresh machine installs):
+# tools/test passes them to adaprec_install_missing, tools/demo does not.
+ADAPREC_TEST_PACKAGES=(python3-torch)
 
 adaprec_install_missing() {
   local missing=() p
