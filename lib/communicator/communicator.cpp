@@ -9,12 +9,14 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
+#include "codec/host_kernels.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/signature_hash.hpp"
 #include "config/environment_variables.hpp"
@@ -118,29 +120,45 @@ struct Communicator::Impl {
 Communicator::Communicator(std::shared_ptr<Transport> transport, const CommunicatorOptions& options)
     : impl_(std::make_unique<Impl>()) {
   ADAPREC_CHECK_ARG(transport != nullptr, "Communicator needs a transport");
-  const detail::EnvironmentVariable& segment = detail::environmentVariable(detail::kEnvSegmentCount);
-  ADAPREC_CHECK_ARG(options.segmentCount >= segment.min && options.segmentCount <= segment.max,
-                    "CommunicatorOptions::segmentCount " << options.segmentCount << " is invalid; valid values: "
-                                                         << segment.valid);
   impl_->transport = std::move(transport);
   impl_->segmentCount = options.segmentCount;
-  detail::fastClockSecondsPerTick();  // calibrate now, not inside the first allreduce
   impl_->totals.calls = 0;
-  // Node layout (collective): node id + 1 of every rank, gathered with an element-wise max; the last
-  // two values agree the settings that shape every message (a mismatch would hang or mis-decode).
+  detail::fastClockSecondsPerTick();  // calibrate now, not inside the first allreduce
+  // Local validation first; its failure is reported through the agreement round below, so a rank
+  // with a bad setting does not leave the others waiting in it.
+  std::optional<Error> localError;
+  int ranksPerNode = 0;
+  try {
+    const detail::EnvironmentVariable& segment = detail::environmentVariable(detail::kEnvSegmentCount);
+    ADAPREC_CHECK_ARG(options.segmentCount >= segment.min && options.segmentCount <= segment.max,
+                      "CommunicatorOptions::segmentCount " << options.segmentCount << " is invalid; valid values: "
+                                                           << segment.valid);
+    codec::hostKernels();  // ADAPREC_CPU_ISA is refused now, not at the first encode
+    ranksPerNode = detail::ranksPerNodeOverride();
+  } catch (const Error& e) {
+    localError = e;
+  }
+  // Node layout (collective): node id + 1 of every rank, gathered with an element-wise max; then the
+  // settings that shape every message (a mismatch would hang or mis-decode), and the lowest rank whose
+  // local validation failed (as p - rank, so 0 means none).
   const int p = impl_->transport->size();
-  const std::uint64_t settings =
-      detail::signatureOf(1, options.segmentCount, detail::ranksPerNodeOverride());
-  std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 2, 0);
-  ids[static_cast<std::size_t>(impl_->transport->rank())] =
-      static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
-  ids[ids.size() - 2] = settings;
-  ids[ids.size() - 1] = ~settings;
+  const int r = impl_->transport->rank();
+  const std::uint64_t settings = detail::signatureOf(1, options.segmentCount, ranksPerNode);
+  std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 3, 0);
+  ids[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
+  ids[static_cast<std::size_t>(p)] = localError ? 0 : settings;
+  ids[static_cast<std::size_t>(p) + 1] = localError ? 0 : ~settings;
+  ids[static_cast<std::size_t>(p) + 2] = localError ? static_cast<std::uint64_t>(p - r) : 0;
   impl_->transport->allreduceMax(ids.data(), ids.size());
-  ADAPREC_CHECK(ids[ids.size() - 2] == settings && ids[ids.size() - 1] == ~settings, ErrorCode::kMismatch,
+  if (localError) throw *localError;
+  ADAPREC_CHECK(ids[static_cast<std::size_t>(p) + 2] == 0, ErrorCode::kMismatch,
+                "rank " << p - static_cast<int>(ids[static_cast<std::size_t>(p) + 2])
+                        << " refused its communicator settings (see its error); no communicator was made");
+  ADAPREC_CHECK(ids[static_cast<std::size_t>(p)] == settings && ids[static_cast<std::size_t>(p) + 1] == ~settings,
+                ErrorCode::kMismatch,
                 "ranks disagree on the communicator's settings (this rank: "
-                    << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName << '='
-                    << detail::ranksPerNodeOverride() << "); set the same values on every rank");
+                    << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName
+                    << '=' << ranksPerNode << "); set the same values on every rank");
   ids.resize(static_cast<std::size_t>(p));
   std::map<std::uint64_t, int> perNode;
   for (std::uint64_t id : ids) ++perNode[id];

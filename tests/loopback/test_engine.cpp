@@ -305,3 +305,21 @@ TEST_CASE("ranks built with different communicator settings fail on every rank",
   }
   CHECK_THAT(messages[1], Catch::Contains("ADAPREC_SEGMENT_COUNT=4096"));
 }
+
+TEST_CASE("a rank whose own settings are invalid fails, and the others are told instead of waiting",
+          "[engine]") {
+  LoopbackGroup group(3);
+  std::vector<std::string> messages(3);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.segmentCount = rank == 2 ? 1 : kDefaultSegmentCount;
+    try {
+      Communicator comm(transport, options);
+    } catch (const Error& e) {
+      messages[rank] = e.what();
+    }
+  });
+  CHECK_THAT(messages[2], Catch::Contains("segmentCount 1 is invalid"));
+  CHECK_THAT(messages[0], Catch::Contains("rank 2 refused its communicator settings"));
+  CHECK_THAT(messages[1], Catch::Contains("rank 2 refused its communicator settings"));
+}
