@@ -51,4 +51,12 @@ if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
     /usr/bin/python3 -c 'import numpy, adaprec; x = numpy.ones(3, numpy.float32); s = adaprec.allreduce(x, format="fp16"); assert list(x) == [1, 1, 1] and s.count == 3, s' ||
     fail "installed python package"
 fi
+# Installed programs run without LD_LIBRARY_PATH: their rpath is relative to where they are
+# ($ORIGIN/../<libdir>), so it holds under any --prefix and under this DESTDIR alike.
+for tool in adaprec-codec adaprec-codec-bench adaprec-predict adaprec-train adaprec-bench; do
+  path=$(find "$dest" -name "$tool" -type f | head -1)
+  [ -n "$path" ] || continue
+  env -u LD_LIBRARY_PATH "$path" --help > "$dest/$tool.out" 2>&1 ||
+    { cat "$dest/$tool.out"; fail "installed $tool does not start without LD_LIBRARY_PATH"; }
+done
 echo "install: headers, library, tools, adaprec.pc and the python package work for a user program"
