@@ -82,9 +82,10 @@ class Transport {
   // the collectives (allreduceMax, nativeAllreduce*; loopback's split rendezvous) give up after
   // `timeout` without progress and throw Error(kTransport) whose message names the peer that did not
   // answer ("timed out after 5.0 s waiting for a message from rank 3 (tag 17) ..."). 0 (the default)
-  // waits forever. With a timeout set, the default nativeAllreduce, allreduceMax on MPI and the
-  // algorithms also end with a completion vote (one allreduceMax) so that a failure seen by one rank
-  // becomes an error on every rank instead of a result on some. After a timeout (or any kTransport
+  // waits forever. With a timeout set, every algorithm (lib/algorithm runAlgorithm) and the default
+  // nativeAllreduce end with a completion vote (one allreduceMax), so that a failure seen by one rank
+  // becomes an error on every rank instead of a result on some; MPI's allreduceMax then uses the
+  // point-to-point dissemination, whose timeouts name the peer. After a timeout (or any kTransport
   // error) the transport, its sub-transports and a Communicator over it may hold messages of the
   // failed call and must not be used again: destroy them. MPI: MPI_Comm_split itself is blocking and
   // cannot time out; an MPI_Iallreduce that times out names no rank (MPI cannot say which is missing).
