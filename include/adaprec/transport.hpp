@@ -9,6 +9,7 @@
 // (adaprec/transport_mpi.hpp, opt-in because it includes mpi.h). NCCL comes with the CUDA build.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -25,7 +26,9 @@ class Transport;
 
 // One posted send or receive. wait() blocks until it completes and returns the bytes transferred (for
 // a receive: what the sender sent, which may be fewer than the capacity posted). A receive of a message
-// longer than its capacity throws Error(kMismatch). Destroying a request that was not waited for (error
+// longer than its capacity throws Error(kMismatch). When the transport had a timeout set at the time the
+// request was posted (Transport::setTimeout), a wait() that has not completed within it throws
+// Error(kTransport) naming the peer and the tag. Destroying a request that was not waited for (error
 // unwinding) cancels a pending receive and completes a pending send; buffers must outlive requests.
 class Request {
  public:
@@ -72,13 +75,33 @@ class Transport {
                                          NativeType type);
 
   // Collective: ranks passing the same color get a transport over just them, ranked by (key, rank).
-  // Sub-transports are independent of the parent's traffic.
+  // Sub-transports are independent of the parent's traffic and start with the parent's timeout.
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
+
+  // Failure detection, like Gloo's per-call timeout: a wait of a request posted after this call, and
+  // the collectives (allreduceMax, nativeAllreduce*; loopback's split rendezvous) give up after
+  // `timeout` without progress and throw Error(kTransport) whose message names the peer that did not
+  // answer ("timed out after 5.0 s waiting for a message from rank 3 (tag 17) ..."). 0 (the default)
+  // waits forever. With a timeout set, every algorithm (lib/algorithm runAlgorithm) and the default
+  // nativeAllreduce end with a completion vote (one allreduceMax), so that a failure seen by one rank
+  // becomes an error on every rank instead of a result on some; MPI's allreduceMax then uses the
+  // point-to-point dissemination, whose timeouts name the peer. After a timeout (or any kTransport
+  // error) the transport, its sub-transports and a Communicator over it may hold messages of the
+  // failed call and must not be used again: destroy them. MPI: MPI_Comm_split itself is blocking and
+  // cannot time out; an MPI_Iallreduce that times out names no rank (MPI cannot say which is missing).
+  virtual void setTimeout(std::chrono::milliseconds timeout);
+  virtual std::chrono::milliseconds timeout() const;
 
   // Which node (shared-memory domain) this rank is on: equal ids share memory. Loopback groups can
   // emulate several nodes; MPI uses MPI_Comm_split_type(SHARED). ADAPREC_RANKS_PER_NODE overrides both
   // to emulate a multi-node layout on one machine (consecutive ranks grouped).
   virtual int nodeId() const = 0;
+
+ private:
+  // The default nativeAllreduce without its completion vote.
+  void gatherSumBroadcast(void* recv, std::size_t count, NativeType type);
+
+  std::chrono::milliseconds timeout_{0};
 };
 
 // A loopback group: `size` ranks exchanging messages through shared memory inside one process, one
@@ -103,6 +126,23 @@ class LoopbackGroup {
   std::shared_ptr<State> state_;
   std::vector<std::shared_ptr<Transport>> transports_;
 };
+
+// Integrity checking, a decorator over any transport: every isend carries a 4-byte CRC32C trailer
+// (Castagnoli; the SSE4.2 crc32 instruction where the CPU has it) computed over the sender, receiver,
+// tag, the message's sequence number on its (sender, receiver, tag) channel and the payload. Receives
+// are posted with capacity + 4 and checked on wait(), which reports the payload size. A message whose
+// bits were flipped, that was cut short, reordered, replayed, or that arrives after a lost one on its
+// channel throws Error(kTransport) on its receiver: "checksum mismatch on message #N from rank P to
+// rank R (tag T, B bytes) ..." (kTransport, not kMalformedInput: the caller's bytes were fine, the
+// transport damaged them, and the transport must not be used again).
+// Covered: every isend/irecv, so every compressed algorithm (ring, twoshot, rabenseifner,
+// recursive_doubling, hierarchical's intra-node fp32 messages and its leaders' compressed algorithm).
+// Not covered: allreduceMax, nativeAllreduce and nativeAllreduceOutOfPlace delegate to the inner
+// transport unchanged, so the native algorithm (MPI_Allreduce under MPI), hierarchical's native inner
+// step (fp32) and the agreement checks carry no CRC. split() wraps the sub-transport; setTimeout and
+// timeout forward to the inner transport. Every rank of a job must use it or none (the trailer changes
+// every message's size). Cost: one copy and one CRC pass per message on each side.
+std::shared_ptr<Transport> makeChecksumTransport(std::shared_ptr<Transport> inner);
 
 // Runs fn(rank, transport) on one thread per rank of `group` and joins them. If any rank throws, the
 // group is aborted (so no rank hangs) and the first exception (lowest rank) is rethrown after the join.

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "adaprec/error.hpp"
+#include "transport/timeout.hpp"
 
 namespace adaprec {
 namespace {
@@ -88,6 +89,11 @@ std::span<float> Workspace::floats(std::size_t slot, std::size_t count) {
 }
 
 void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count) {
+  runWithCompletionVote(ctx.transport, [&] { runAlgorithmUnconfirmed(algorithm, ctx, buf, count); });
+}
+
+void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* buf,
+                             std::size_t count) {
   switch (algorithm) {
     case Algorithm::kNative: return nativeAllreduce(ctx, buf, count);
     case Algorithm::kRing: return ringAllreduce(ctx, buf, count);

@@ -72,8 +72,12 @@ void rabenseifnerAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
 void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
 void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
 void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count);
-// Dispatches on a concrete (non-auto) algorithm.
+// Dispatches on a concrete (non-auto) algorithm. When the transport has a timeout set, a completion
+// vote follows (detail::runWithCompletionVote): either every rank returns the result or every rank
+// throws, even when only one rank saw the fault (a lost or damaged message in a last step).
 void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count);
+// The same without the vote: for an algorithm run inside another (hierarchical's leaders).
+void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count);
 
 // Whether the native algorithm can carry this format (fp32, bf16, fp16).
 bool nativeSupports(Format format);

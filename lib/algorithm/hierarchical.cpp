@@ -46,7 +46,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   if (ctx.hierarchy->leaders && ctx.hierarchy->leaders->size() > 1) {
     AlgorithmContext leaderCtx{*ctx.hierarchy->leaders, ctx.format, ctx.residuals, ctx.stats,
                                ctx.segmentCount, ctx.workspace};
-    runAlgorithm(ctx.innerAlgorithm, leaderCtx, buf, count);
+    runAlgorithmUnconfirmed(ctx.innerAlgorithm, leaderCtx, buf, count);
   }
   std::vector<RequestPtr> sends;
   for (int peer = 1; peer < localSize; ++peer)

@@ -2,7 +2,10 @@
 // (so it completes at once, like an eager MPI send) and a receive takes the matching message out.
 // Messages are matched by (context, sender, receiver, tag, sequence number), which gives MPI's
 // per-(peer, tag) ordering. split() creates a new context through a rendezvous of the parent's ranks.
+// With a timeout set, a receive's wait and the split rendezvous wait on the condition variable with a
+// deadline instead of forever.
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -17,6 +20,7 @@
 #include "adaprec/error.hpp"
 #include "adaprec/transport.hpp"
 #include "transport/internal_tags.hpp"
+#include "transport/timeout.hpp"
 
 namespace adaprec {
 
@@ -62,16 +66,23 @@ class LoopbackSend final : public Request {
 
 class LoopbackRecv final : public Request {
  public:
-  LoopbackRecv(std::shared_ptr<State> state, State::MessageKey key, void* data, std::size_t capacity)
-      : state_(std::move(state)), key_(key), data_(data), capacity_(capacity) {}
+  LoopbackRecv(std::shared_ptr<State> state, State::MessageKey key, void* data, std::size_t capacity,
+               int peer, std::chrono::milliseconds timeout)
+      : state_(std::move(state)), key_(key), data_(data), capacity_(capacity), peer_(peer),
+        timeout_(timeout) {}
 
   std::size_t wait() override {
     if (completed_) return received_;
     std::vector<std::byte> message;
     {
       std::unique_lock lock(state_->mutex);
-      state_->changed.wait(lock,
-                           [&] { return state_->aborted || state_->messages.count(key_) != 0; });
+      auto arrived = [&] { return state_->aborted || state_->messages.count(key_) != 0; };
+      if (timeout_.count() == 0) {
+        state_->changed.wait(lock, arrived);
+      } else if (!state_->changed.wait_for(lock, timeout_, arrived)) {
+        completed_ = true;
+        detail::throwWaitTimeout(timeout_, false, peer_, std::get<1>(key_), std::get<3>(key_));
+      }
       state_->throwIfAborted();
       auto it = state_->messages.find(key_);
       message = std::move(it->second);
@@ -98,6 +109,8 @@ class LoopbackRecv final : public Request {
   State::MessageKey key_;
   void* data_;
   std::size_t capacity_;
+  int peer_;  // rank of the sender in the receiving transport (key_ holds its group rank)
+  std::chrono::milliseconds timeout_;
   bool completed_ = false;
   std::size_t received_ = 0;
 };
@@ -136,7 +149,7 @@ class LoopbackTransport final : public Transport {
     const std::uint64_t sequence = state_->recvSequence[channel]++;
     return std::make_unique<LoopbackRecv>(
         state_, State::MessageKey{context_, members_[peer], members_[index_], tag, sequence}, data,
-        capacityBytes);
+        capacityBytes, peer, timeout());
   }
 
   std::unique_ptr<Transport> split(int color, int key) override {
@@ -152,9 +165,15 @@ class LoopbackTransport final : public Transport {
       meeting.entries[index_] = std::pair{color, key};
       ++meeting.arrived;
       state_->changed.notify_all();
-      state_->changed.wait(lock, [&] {
-        return state_->aborted || state_->rendezvous[id].arrived == size();
-      });
+      auto everyone = [&] { return state_->aborted || state_->rendezvous[id].arrived == size(); };
+      if (timeout().count() == 0) {
+        state_->changed.wait(lock, everyone);
+      } else if (!state_->changed.wait_for(lock, timeout(), everyone)) {
+        ADAPREC_FAIL(ErrorCode::kTransport,
+                     "timed out after " << detail::secondsText(timeout()) << " in split(): "
+                                        << state_->rendezvous[id].arrived << " of " << size()
+                                        << " ranks arrived — is every rank alive and in the same call?");
+      }
       state_->throwIfAborted();
       State::Rendezvous& done = state_->rendezvous[id];
       entries = done.entries;
@@ -175,7 +194,9 @@ class LoopbackTransport final : public Transport {
       if (parentRank == index_) myIndex = static_cast<int>(members.size());
       members.push_back(global);
     }
-    return std::make_unique<LoopbackTransport>(state_, context, std::move(members), myIndex);
+    auto sub = std::make_unique<LoopbackTransport>(state_, context, std::move(members), myIndex);
+    sub->setTimeout(timeout());
+    return sub;
   }
 
   int nodeId() const override {

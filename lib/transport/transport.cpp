@@ -10,6 +10,7 @@
 #include "adaprec/transport.hpp"
 #include "transport/half_convert.hpp"
 #include "transport/internal_tags.hpp"
+#include "transport/timeout.hpp"
 
 namespace adaprec {
 
@@ -68,10 +69,16 @@ void nativeAdd(NativeType type, void* acc, const void* in, std::size_t count) {
 }  // namespace
 
 // Gather to rank 0, sum in rank order (one rounding per addition), broadcast: simple and
-// bit-identical; transports with a real native collective override it.
+// bit-identical; transports with a real native collective override it. With a timeout set, a completion
+// vote follows, so a lost broadcast fails every rank rather than only its receiver.
 void Transport::nativeAllreduce(void* recv, std::size_t count, NativeType type) {
   const int p = size();
   if (p == 1 || count == 0) return;
+  detail::runWithCompletionVote(*this, [&] { gatherSumBroadcast(recv, count, type); });
+}
+
+void Transport::gatherSumBroadcast(void* recv, std::size_t count, NativeType type) {
+  const int p = size();
   const std::size_t bytes = count * nativeElementBytes(type);
   if (rank() == 0) {
     std::vector<std::byte> incoming(bytes);
