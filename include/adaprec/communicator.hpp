@@ -61,13 +61,22 @@ inline constexpr const char* kEnvRanksPerNode = "ADAPREC_RANKS_PER_NODE";  // em
 inline constexpr std::size_t kDefaultMinBytes = 65536;
 inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;  // 1 MiB of fp32
 
-// What a Communicator is built with. Every rank must pass the same segmentCount (the constructor
-// checks, and refuses a mismatch with Error(kMismatch) on every rank).
+// What a Communicator is built with. Every rank must pass the same segmentCount and checksum (the
+// constructor checks, and refuses a mismatch with Error(kMismatch) on every rank); timeoutSeconds may
+// differ per rank.
 struct CommunicatorOptions {
   std::size_t segmentCount = kDefaultSegmentCount;  // elements per pipelined segment, 256 .. 2^28
+  // CRC32C over every message between ranks, with its sequence number (makeChecksumTransport): payload
+  // corruption and reordered or lost messages become Error(kTransport) instead of a wrong sum. The
+  // native path (MPI_Allreduce) is not covered.
+  bool checksum = false;
+  // > 0: a wait for a peer longer than this throws Error(kTransport) naming the peer, and every
+  // allreduce ends with a completion vote, so a failure any rank sees is an error on every rank
+  // (Transport::setTimeout; one more small message round per call). 0: wait forever.
+  double timeoutSeconds = 0;
 
-  // ADAPREC_SEGMENT_COUNT; unset or empty keeps the default, an invalid value throws
-  // Error(kInvalidArgument) with one line naming the variable and the valid values.
+  // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT; unset or empty keeps the default, an
+  // invalid value throws Error(kInvalidArgument) with one line naming the variable and valid values.
   static CommunicatorOptions fromEnvironment();
 };
 
@@ -77,7 +86,7 @@ struct EnvironmentConfig {
   std::size_t minBytes = kDefaultMinBytes; // ADAPREC_MIN_BYTES (decimal bytes)
   bool stats = false;                      // ADAPREC_STATS (0 or 1)
   int ranksPerNode = 0;                    // ADAPREC_RANKS_PER_NODE; 0: the real node layout
-  CommunicatorOptions communicator;        // ADAPREC_SEGMENT_COUNT
+  CommunicatorOptions communicator;        // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT
 
   // Reads every ADAPREC_* variable the library knows (ADAPREC_CPU_ISA too: validated, and refused when
   // this CPU lacks the ISA); an unset or empty variable keeps its default. An invalid value throws
@@ -142,8 +151,9 @@ struct FastestOptions {
 
 class Communicator {
  public:
-  // Collective: every rank passes the same options (segmentCount), else Error(kMismatch)
-  // on every rank.
+  // Collective: every rank passes the same segmentCount and checksum, else Error(kMismatch) on every
+  // rank. With options.checksum the communicator works over makeChecksumTransport(transport); with a
+  // timeout it sets it on the transport (Transport::setTimeout).
   explicit Communicator(std::shared_ptr<Transport> transport,
                         const CommunicatorOptions& options = CommunicatorOptions::fromEnvironment());
   ~Communicator();

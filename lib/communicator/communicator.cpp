@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -120,7 +121,13 @@ struct Communicator::Impl {
 Communicator::Communicator(std::shared_ptr<Transport> transport, const CommunicatorOptions& options)
     : impl_(std::make_unique<Impl>()) {
   ADAPREC_CHECK_ARG(transport != nullptr, "Communicator needs a transport");
-  impl_->transport = std::move(transport);
+  ADAPREC_CHECK_ARG(options.timeoutSeconds >= 0 && options.timeoutSeconds <= 1e6,
+                    "CommunicatorOptions::timeoutSeconds " << options.timeoutSeconds
+                                                           << " is invalid; valid values: 0 to 1e6");
+  if (options.timeoutSeconds > 0)
+    transport->setTimeout(std::chrono::milliseconds(
+        std::max<std::int64_t>(1, std::llround(options.timeoutSeconds * 1000))));
+  impl_->transport = options.checksum ? makeChecksumTransport(std::move(transport)) : std::move(transport);
   impl_->segmentCount = options.segmentCount;
   impl_->totals.calls = 0;
   detail::fastClockSecondsPerTick();  // calibrate now, not inside the first allreduce
@@ -143,7 +150,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   // local validation failed (as p - rank, so 0 means none).
   const int p = impl_->transport->size();
   const int r = impl_->transport->rank();
-  const std::uint64_t settings = detail::signatureOf(1, options.segmentCount, ranksPerNode);
+  const std::uint64_t settings = detail::signatureOf(1, options.segmentCount, ranksPerNode, options.checksum);
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 3, 0);
   ids[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
   ids[static_cast<std::size_t>(p)] = localError ? 0 : settings;
@@ -158,7 +165,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                 ErrorCode::kMismatch,
                 "ranks disagree on the communicator's settings (this rank: "
                     << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName
-                    << '=' << ranksPerNode << "); set the same values on every rank");
+                    << '=' << ranksPerNode << ' ' << detail::kEnvChecksum << '=' << (options.checksum ? 1 : 0)
+                    << "); set the same values on every rank");
   ids.resize(static_cast<std::size_t>(p));
   std::map<std::uint64_t, int> perNode;
   for (std::uint64_t id : ids) ++perNode[id];

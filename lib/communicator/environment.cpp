@@ -13,6 +13,8 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   CommunicatorOptions options;
   options.segmentCount = static_cast<std::size_t>(
       detail::readEnvironmentUnsigned(detail::kEnvSegmentCount).value_or(kDefaultSegmentCount));
+  options.checksum = detail::readEnvironmentFlag(detail::kEnvChecksum).value_or(false);
+  options.timeoutSeconds = detail::readEnvironmentSeconds(detail::kEnvTimeout).value_or(0.0);
   return options;
 }
 
@@ -46,7 +48,8 @@ std::string EnvironmentConfig::agreedSettings() const {
   out << kEnvFormat << '=' << toString(format) << ' ' << kEnvAlgo << '=' << algorithmName(algorithm) << ' '
       << kEnvMinBytes << '=' << minBytes << ' ' << kEnvRanksPerNode << '='
       << (ranksPerNode > 0 ? std::to_string(ranksPerNode) : std::string("unset")) << ' '
-      << detail::kEnvSegmentCount << '=' << communicator.segmentCount;
+      << detail::kEnvSegmentCount << '=' << communicator.segmentCount << ' ' << detail::kEnvChecksum << '='
+      << (communicator.checksum ? 1 : 0);
   return out.str();
 }
 

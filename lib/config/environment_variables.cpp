@@ -40,6 +40,13 @@ const std::array kVariables = {
     EnvironmentVariable{"ADAPREC_SEGMENT_COUNT", "every program",
                         "elements per pipelined segment, a decimal integer from 256 to 268435456", "262144",
                         "pipelining segment in elements (testing)", 256, std::uint64_t{1} << 28, true},
+    EnvironmentVariable{"ADAPREC_CHECKSUM", "every program", "0, 1", "0",
+                        "1: CRC32C with a sequence number on every message between ranks (not the native path)",
+                        0, 1, true},
+    EnvironmentVariable{"ADAPREC_TIMEOUT", "every program",
+                        "seconds, a decimal number from 0 to 1000000 (0: wait forever)", "0",
+                        "a wait for a peer longer than this fails on every rank, naming the peer", 0, 1000000,
+                        false},
 };
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

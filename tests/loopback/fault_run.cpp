@@ -46,13 +46,15 @@ FaultRun runFaultScenario(const FaultScenario& sc) {
       std::optional<std::string> error;
       Clock::time_point start = Clock::now();
       try {
-        std::shared_ptr<Transport> loop = group.transport(r);
-        loop->setTimeout(sc.timeout);
         FaultConfig config = sc.fault;
         if (r != config.rank) config.fault = Fault::kNone;
-        std::shared_ptr<Transport> top = std::make_shared<FaultyTransport>(loop, config, states[r]);
-        if (sc.checksum) top = makeChecksumTransport(top);
-        Communicator comm(top);
+        // The faulty link sits below everything the library adds: the options below are what
+        // ADAPREC_CHECKSUM and ADAPREC_TIMEOUT set (checksum over it, timeout forwarded into it).
+        CommunicatorOptions communicatorOptions = CommunicatorOptions::fromEnvironment();
+        communicatorOptions.checksum = sc.checksum;
+        communicatorOptions.timeoutSeconds = std::chrono::duration<double>(sc.timeout).count();
+        Communicator comm(std::make_shared<FaultyTransport>(group.transport(r), config, states[r]),
+                          communicatorOptions);
         AllreduceOptions options;
         options.format = parseFormatSpec(sc.format);
         options.algorithm = sc.algorithm;

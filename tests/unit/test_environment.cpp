@@ -108,3 +108,20 @@ TEST_CASE("docs/cluster.md lists every ADAPREC_* variable with its declared defa
     CHECK_THAT(line, Catch::Contains(std::string(v.defaultText)));
   }
 }
+
+TEST_CASE("ADAPREC_CHECKSUM and ADAPREC_TIMEOUT", "[environment]") {
+  CHECK_THAT(failure("ADAPREC_CHECKSUM", "yes"), Catch::Contains("valid values: 0, 1"));
+  for (const char* bad : {"-1", "1e3", "inf", "nan", ".", "1.2.3", " 5", "5s", "1000000.5", "99999999999"})
+    CHECK_THAT(failure("ADAPREC_TIMEOUT", bad), Catch::Contains(std::string("ADAPREC_TIMEOUT='") + bad + "' is invalid"));
+  setenv("ADAPREC_CHECKSUM", "1", 1);
+  setenv("ADAPREC_TIMEOUT", "2.5", 1);
+  const CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
+  CHECK(options.checksum);
+  CHECK(options.timeoutSeconds == 2.5);
+  CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(), Catch::Contains("ADAPREC_CHECKSUM=1"));
+  unsetenv("ADAPREC_CHECKSUM");
+  unsetenv("ADAPREC_TIMEOUT");
+  const CommunicatorOptions defaults = CommunicatorOptions::fromEnvironment();
+  CHECK_FALSE(defaults.checksum);
+  CHECK(defaults.timeoutSeconds == 0);
+}
