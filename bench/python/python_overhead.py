@@ -9,7 +9,8 @@ For each format it times, interleaved iteration by iteration so that machine noi
            the C API is Communicator::allreduce plus parsing the format and algorithm names)
   numpy    adaprec.allreduce(numpy array) with its defaults (argument checks + the agreement round)
   torch    adaprec.allreduce(torch tensor), same
-  hook     adaprec.torch.hook on a stand-in bucket (what DDP calls per bucket; no agreement round)
+  hook     adaprec.torch.hook on a stand-in bucket (what DDP calls per bucket; its agreement round is on
+           by default since HookState(check=True))
 Each time is the max over ranks of one call; the table gives medians and overhead = median / direct - 1.
 """
 

@@ -58,8 +58,10 @@ void AdaPrec_PrintStats(void);
 /* AdaPrec_CommAllreduce flags. */
 /* Before any data moves, all ranks compare count, format, algorithm, averaging and whether a key was
  * given (one 3-word MPI allreduce), so a mismatch or a peer's invalid input becomes
- * ADAPREC_ERR_MISMATCH / ADAPREC_ERR_PEER_INVALID on every rank instead of a hang. Without it only the
- * compressed algorithms check (the native path keeps MPI's own semantics). */
+ * ADAPREC_ERR_MISMATCH / ADAPREC_ERR_PEER_INVALID on every rank instead of a hang. Without it a
+ * disagreement still gives ADAPREC_ERR_MISMATCH (the library's own 2-word check, also before the native
+ * path), but a peer's invalid input is not reported. After MPI_Finalize (or before MPI_Init),
+ * AdaPrec_CommCreate and AdaPrec_CommAllreduce return ADAPREC_ERR_TRANSPORT. */
 #define ADAPREC_CHECK_AGREEMENT 1
 /* This rank's input is unusable (the binding found a wrong dtype, say): take part in the agreement
  * and fail with ADAPREC_ERR_INVALID_ARGUMENT here and ADAPREC_ERR_PEER_INVALID elsewhere. Buffers and

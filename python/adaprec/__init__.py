@@ -15,7 +15,10 @@ adaprec/adaprec_mpi.h; the format and algorithm names are those of docs/formats.
 docs/algorithms.md.
 """
 
+import atexit
 import ctypes
+import sys
+import threading
 from dataclasses import dataclass
 
 from . import _capi
@@ -70,6 +73,18 @@ def _check(code):
         raise _ERRORS.get(code, AdaPrecError)(message, code)
 
 
+def _require_mpi():
+    """Raises TransportError unless MPI is usable: every C call that talks to MPI checks first, so
+    that using adaprec before MPI_Init or after MPI_Finalize raises instead of aborting the process."""
+    from mpi4py import MPI
+
+    if MPI.Is_finalized():
+        raise TransportError("adaprec: MPI has been finalized (MPI.Finalize() was called); "
+                             "AdaPrec calls need MPI", _capi.ERR_TRANSPORT)
+    if not MPI.Is_initialized():
+        raise TransportError("adaprec: MPI is not initialized", _capi.ERR_TRANSPORT)
+
+
 @dataclass(frozen=True)
 class Stats:
     """What one allreduce did on this rank (adaprec::AllreduceStats)."""
@@ -91,41 +106,70 @@ class Stats:
 
 
 def _buffer(x, name, writable):
-    """(address, element count, problem): problem is None or (exception class, message)."""
-    module = type(x).__module__
-    if module.startswith("torch"):
-        import torch
-
-        if not isinstance(x, torch.Tensor):
-            return 0, 0, (TypeError, f"{name} must be a tensor or array, not {type(x).__name__}")
+    """(address, element count) of a usable buffer; raises TypeError or ValueError naming the
+    problem otherwise."""
+    torch = sys.modules.get("torch")  # a torch tensor can only exist once torch was imported
+    if torch is not None and isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:
+            raise ValueError(f"{name} has layout {x.layout} (sparse or otherwise not dense); "
+                             f"pass tensor.to_dense()")
+        if x.is_quantized:
+            raise TypeError(f"{name} is a quantized tensor ({x.dtype}); AdaPrec reduces torch.float32")
         if x.dtype != torch.float32:
-            return 0, 0, (TypeError, f"{name} has dtype {x.dtype}; AdaPrec reduces torch.float32")
+            raise TypeError(f"{name} has dtype {x.dtype}; AdaPrec reduces torch.float32")
         if x.device.type != "cpu":
-            return 0, 0, (ValueError, f"{name} is on {x.device}; the Python module takes CPU tensors")
+            raise ValueError(f"{name} is on {x.device}; the Python module takes CPU tensors")
         if not x.is_contiguous():
-            return 0, 0, (ValueError, f"{name} is not contiguous; pass tensor.contiguous()")
-        return x.data_ptr(), x.numel(), None
+            raise ValueError(f"{name} is not contiguous; pass tensor.contiguous()")
+        count = x.numel()
+        address = x.data_ptr() if count else 0
+        if count and not address:
+            raise ValueError(f"{name} has no data in memory")
+        return address, count
     try:
         import numpy
     except ImportError:  # without numpy only torch tensors can be passed
         numpy = None
     if numpy is not None and isinstance(x, numpy.ndarray):
         if x.dtype != numpy.float32:
-            return 0, 0, (TypeError, f"{name} has dtype {x.dtype}; AdaPrec reduces float32")
+            raise TypeError(f"{name} has dtype {x.dtype}; AdaPrec reduces float32")
         if not x.flags.c_contiguous:
-            return 0, 0, (ValueError, f"{name} is not C-contiguous; pass numpy.ascontiguousarray(...)")
+            raise ValueError(f"{name} is not C-contiguous; pass numpy.ascontiguousarray(...)")
         if writable and not x.flags.writeable:
-            return 0, 0, (ValueError, f"{name} is read-only")
-        return x.__array_interface__["data"][0], x.size, None
-    return 0, 0, (TypeError, f"{name} must be a float32 numpy array or torch tensor, "
-                             f"not {type(x).__name__}")
+            raise ValueError(f"{name} is read-only")
+        count = x.size
+        return (x.__array_interface__["data"][0] if count else 0), count
+    raise TypeError(f"{name} must be a float32 numpy array or torch tensor, not {type(x).__name__}")
 
 
 def _text(value, name):
-    """(bytes, problem) for a str argument."""
+    """The bytes of a str argument (no NUL inside: C would cut it there)."""
     if not isinstance(value, str):
-        return None, (TypeError, f"{name} must be a str, not {type(value).__name__}")
-    return value.encode(), None
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{name} {value!r} contains a NUL character")
+    return value.encode()
+
+
+def _arguments(tensor, out, format, algo, average, key):
+    """Everything allreduce needs from its arguments: (send, recv, count, format, algo, average, key),
+    or an exception naming what is wrong. Whatever examining them raises is caught, so that a bad
+    argument on one rank is reported through the agreement round instead of leaving the others
+    waiting in it."""
+    try:
+        send, count = _buffer(tensor, "tensor", writable=out is None)
+        recv = send
+        if out is not None:
+            recv, out_count = _buffer(out, "out", writable=True)
+            if out_count != count:
+                raise ValueError(f"out has {out_count} elements, tensor has {count}")
+            size = 4 * count
+            if count and recv != send and send < recv + size and recv < send + size:
+                raise ValueError("out overlaps tensor; pass the same buffer (in place) or a separate one")
+        return (send, recv, count, _text(format, "format"), _text(algo, "algo"),
+                1 if bool(average) else 0, None if key is None else _text(key, "key")), None
+    except Exception as e:  # noqa: BLE001 - any failure here is this rank's invalid input
+        return None, e
 
 
 class Communicator:
@@ -140,6 +184,8 @@ class Communicator:
             comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Comm):
             raise TypeError(f"comm must be an mpi4py communicator, not {type(comm).__name__}")
+        self._handle = None
+        _require_mpi()
         handle = ctypes.c_void_p()
         _check(_capi.lib.AdaPrec_CommCreate(ctypes.c_void_p(MPI._handleof(comm)), ctypes.byref(handle)))
         self._handle = handle
@@ -149,10 +195,15 @@ class Communicator:
         self.rank, self.size = rank.value, size.value
 
     def free(self):
-        """Collective: releases the duplicate communicator and all error-feedback state."""
+        """Collective: releases the duplicate communicator and all error-feedback state. After
+        MPI_Finalize it only releases memory (the duplicate went with MPI)."""
         if self._handle:
             handle, self._handle = self._handle, None
             _check(_capi.lib.AdaPrec_CommFree(handle))
+
+    @property
+    def freed(self):
+        return not self._handle
 
     def __enter__(self):
         return self
@@ -171,31 +222,26 @@ class Communicator:
 
         format: "fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3", "table1".."table8", "table3z".."table8z",
         "fastest", with "+ef" for error feedback (then `key` names the tensor whose residuals are
-        kept). algo: "auto", "native", "ring", "twoshot", "rabenseifner", "recursive_doubling", "hierarchical"."""
+        kept). algo: "auto", "native", "ring", "twoshot", "rabenseifner", "recursive_doubling", "hierarchical".
+        check=True (the default): a bad argument on one rank raises there (TypeError/ValueError) and
+        PeerInvalidError on the others; ranks that disagree all raise MismatchError. check=False skips
+        that round where the library checks anyway; a bad argument then raises on its rank only."""
         handle = self._live()
-        address, count, problem = _buffer(tensor, "tensor", writable=out is None)
-        recv = address
-        if problem is None and out is not None:
-            recv, out_count, problem = _buffer(out, "out", writable=True)
-            if problem is None and out_count != count:
-                problem = (ValueError, f"out has {out_count} elements, tensor has {count}")
-        format_bytes, format_problem = _text(format, "format")
-        algo_bytes, algo_problem = _text(algo, "algo")
-        key_bytes, key_problem = (None, None) if key is None else _text(key, "key")
-        problem = problem or format_problem or algo_problem or key_problem
+        _require_mpi()
+        arguments, problem = _arguments(tensor, out, format, algo, average, key)
+        if problem is not None and not check:
+            raise problem
         flags = _capi.CHECK_AGREEMENT if check else 0
         if problem is not None:
-            if not check:
-                raise problem[0](problem[1])
             flags |= _capi.LOCAL_INVALID
-            address = recv = 0
-            count = 0
+            arguments = (0, 0, 0, None, None, 0, None)
+        send, recv, count, format_bytes, algo_bytes, average_flag, key_bytes = arguments
         stats = _capi.CallStats()
         code = _capi.lib.AdaPrec_CommAllreduce(
-            handle, ctypes.c_void_p(address), ctypes.c_void_p(recv), count, format_bytes, algo_bytes,
-            1 if average else 0, key_bytes, flags, ctypes.byref(stats))
+            handle, ctypes.c_void_p(send), ctypes.c_void_p(recv), count, format_bytes, algo_bytes,
+            average_flag, key_bytes, flags, ctypes.byref(stats))
         if problem is not None:
-            raise problem[0](problem[1])  # the other ranks were told and raise PeerInvalidError
+            raise problem  # the other ranks were told and raise PeerInvalidError
         _check(code)
         return Stats(stats.algorithm.decode(), stats.format.decode(), stats.count, stats.wireBytes,
                      stats.fp32Bytes, stats.encodeSeconds, stats.decodeSeconds, stats.transferSeconds,
@@ -251,24 +297,71 @@ class Communicator:
                                                  data.shape[0], data.ctypes.data))
 
 
-_communicators = {}
+# ---- the per-communicator cache ----------------------------------------------------------------------
+# The Communicator of an mpi4py communicator is kept as an MPI attribute of it, so it lives exactly as
+# long as the MPI communicator: comm.Free() (collective) frees it too, through the keyval's delete
+# callback, and a later communicator that MPI gives the same handle starts without one. (A dict keyed
+# by the handle would hand that new communicator the freed one's AdaPrec communicator: wrong sums.)
+# MPI.COMM_WORLD and MPI.COMM_SELF are never freed: their Communicators, and those of communicators
+# still alive then, are freed when MPI is finalized, by MPI.Finalize() (through an attribute on
+# COMM_SELF, whose attributes MPI deletes first, while MPI still works) or at interpreter exit (before
+# mpi4py finalizes MPI). Afterwards every adaprec call raises TransportError.
+
+_cache_lock = threading.Lock()
+_cache_keyval = None
+_cached = set()    # Communicators held by communicator() that are not freed yet
+
+
+def _release(value):
+    """Frees a cached Communicator; called from MPI's attribute delete callbacks, so never raises."""
+    with _cache_lock:
+        _cached.discard(value)
+    try:
+        value.free()
+    except Exception:  # noqa: BLE001 - AdaPrec_CommFree does not fail; a callback must not raise
+        pass
+
+
+def _release_all(*_):
+    with _cache_lock:
+        values = list(_cached)
+    for value in values:
+        _release(value)
+
+
+def _keyval():
+    global _cache_keyval
+    from mpi4py import MPI
+
+    with _cache_lock:
+        if _cache_keyval is None:
+            _cache_keyval = MPI.Comm.Create_keyval(delete_fn=lambda comm, keyval, value: _release(value))
+            finalize_keyval = MPI.Comm.Create_keyval(delete_fn=_release_all)
+            MPI.COMM_SELF.Set_attr(finalize_keyval, True)
+            atexit.register(lambda: MPI.Is_finalized() or _release_all())
+        return _cache_keyval
 
 
 def communicator(comm=None):
     """The Communicator this module uses for an mpi4py communicator (created on first use, collective).
 
-    Cached by the MPI handle: free the AdaPrec communicator (adaprec.communicator(c).free()) before
-    freeing the mpi4py communicator it was made from."""
+    Kept as an attribute of the MPI communicator: freeing that (comm.Free(), collective) frees it."""
     from mpi4py import MPI
 
     if comm is None:
         comm = MPI.COMM_WORLD
     if not isinstance(comm, MPI.Comm):
         raise TypeError(f"comm must be an mpi4py communicator, not {type(comm).__name__}")
-    handle = MPI._handleof(comm)
-    cached = _communicators.get(handle)
-    if cached is None or not cached._handle:
-        cached = _communicators[handle] = Communicator(comm)
+    _require_mpi()
+    if comm == MPI.COMM_NULL:
+        raise InvalidArgumentError("comm is MPI.COMM_NULL", _capi.ERR_INVALID_ARGUMENT)
+    keyval = _keyval()
+    cached = comm.Get_attr(keyval)
+    if cached is None or cached.freed:
+        cached = Communicator(comm)
+        with _cache_lock:
+            _cached.add(cached)
+        comm.Set_attr(keyval, cached)  # replacing a freed one runs the delete callback on it: a no-op
     return cached
 
 

@@ -79,13 +79,16 @@ class HookState:
 
     format: a format spec ("fp16", "fp8s", "table4+ef", "fastest": the fastest format measured for
     each bucket size), or a callable(bucket_index, element_count) -> spec for per-bucket choices.
-    algo: an AdaPrec algorithm name. check: agreement check before every bucket (see
-    adaprec.allreduce); off by default because DDP already hands every rank the same buckets.
+    algo: an AdaPrec algorithm name. check: the agreement round before every bucket (see
+    adaprec.allreduce), on by default: ranks whose settings differ (format, algorithm, a bucket size)
+    then raise MismatchError from backward() instead of summing garbage; it costs one 3-word
+    allreduce per bucket (docs/python.md gives the measured cost). An error in the hook is raised by
+    backward() (or whatever waits for the bucket) with its AdaPrec class and message.
     background: run the allreduces on one worker thread, so that they overlap with the rest of the
     backward pass as DDP's own gloo allreduce does (needs MPI_THREAD_MULTIPLE, mpi4py's default;
     otherwise, or with background=False, the hook reduces before it returns)."""
 
-    def __init__(self, format="fp8s", algo="auto", comm=None, check=False, background=True):
+    def __init__(self, format="fp8s", algo="auto", comm=None, check=True, background=True):
         from mpi4py import MPI
 
         self.communicator = adaprec.Communicator(comm)
@@ -105,7 +108,8 @@ class HookState:
             # One thread makes every AdaPrec call, in the order DDP hands over the buckets (the same
             # on every rank), so the collectives match; ctypes releases the GIL during each call.
             self._queue = queue.Queue()
-            threading.Thread(target=self._work, name="adaprec-ddp-hook", daemon=True).start()
+            threading.Thread(target=self._work, args=(self._queue,), name="adaprec-ddp-hook",
+                             daemon=True).start()
 
     def close(self):
         """Stops the worker thread (after the buckets already handed over)."""
@@ -167,7 +171,15 @@ class HookState:
         self.migrations += 1
 
     def _reduce(self, buffer, spec, layout):
-        """layout: the bucket's _Layout with error feedback, else None."""
+        """layout: the bucket's _Layout with error feedback, else None. spec: a format spec, or the
+        exception that choosing one raised: this rank then takes part in the agreement round as
+        invalid (the others raise PeerInvalidError) and raises it."""
+        if isinstance(spec, Exception):
+            try:
+                self.communicator.allreduce(buffer, format=None, algo=self.algo, check=self.check)
+            except TypeError:  # format=None: this rank's invalid input, told to the others
+                pass
+            raise spec
         key = self._key_for_layout(layout) if layout is not None else None
         stats = self.communicator.allreduce(buffer, format=spec, algo=self.algo, average=True, key=key,
                                             check=self.check)
@@ -176,18 +188,44 @@ class HookState:
         self.fp32_bytes += stats.fp32_bytes
         self.seconds += stats.total_seconds
 
-    def _work(self):
+    def _work(self, jobs):  # its own reference: close() drops self._queue
         while True:
-            job = self._queue.get()
+            job = jobs.get()
             if job is None:
                 return
             future, buffer, spec, layout = job
-            try:
-                self._reduce(buffer, spec, layout)
-            except Exception as e:  # noqa: BLE001 - handed to DDP, which raises it in backward()
-                future.set_exception(e)
-            else:
-                future.set_result(buffer)
+            _complete(future, lambda: self._reduce(buffer, spec, layout), buffer)
+
+
+class _Failure:
+    """What a failed bucket's future holds. DDP's C++ reducer converts a hook's result to a tensor
+    and a Future.set_exception value is not one ("Unable to cast <message> to Tensor", the exception
+    class lost). Asking this object for its class raises the exception instead: the conversion's
+    isinstance check hands that Python exception on unchanged (through the autograd engine), so
+    backward() raises the AdaPrec error itself. Python's future.wait()/value() raise it too."""
+
+    def __init__(self, error):
+        self._error = error
+
+    @property
+    def __class__(self):
+        raise self._error
+
+    def __repr__(self):  # what a torch that converts some other way would print
+        return f"{type(self._error).__name__}: {self._error}"
+
+
+def _complete(future, reduce, buffer):
+    try:
+        reduce()
+    except Exception as e:  # noqa: BLE001 - handed to DDP, which raises it in backward()
+        def raise_error(_):
+            raise e
+
+        future._set_unwrap_func(raise_error)
+        future.set_result(_Failure(e))
+    else:
+        future.set_result(buffer)
 
 
 class _Layout:
@@ -217,12 +255,14 @@ def hook(state, bucket):
     """DDP communication hook: sum and average the bucket through AdaPrec; the future completes when
     the bucket holds the average."""
     buffer = bucket.buffer()
-    spec = state.format_for(bucket)
-    layout = _Layout(bucket) if "+ef" in spec else None
+    try:
+        spec = state.format_for(bucket)
+        layout = _Layout(bucket) if isinstance(spec, str) and "+ef" in spec else None
+    except Exception as e:  # noqa: BLE001 - reported through the agreement round, see _reduce
+        spec, layout = e, None
     future = torch.futures.Future()
     if state._queue is not None:
         state._queue.put((future, buffer, spec, layout))
     else:
-        state._reduce(buffer, spec, layout)
-        future.set_result(buffer)
+        _complete(future, lambda: state._reduce(buffer, spec, layout), buffer)
     return future

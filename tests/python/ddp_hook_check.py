@@ -10,6 +10,7 @@
    parameter's residuals must reappear unchanged at its new place.
 """
 
+import faulthandler
 import hashlib
 import sys
 
@@ -73,6 +74,7 @@ def same_on_every_rank(params):
 
 
 def main():
+    faulthandler.dump_traceback_later(240, exit=True)  # a hang fails the test with a traceback
     adaprec_torch.init_process_group()
 
     # 1. fp32 through the hook = DDP's own allreduce.
@@ -137,6 +139,38 @@ def main():
     if rank == 0:
         print(f"bucket rebuild: {state.migrations} new layouts took over the residuals of "
               f"{len(moved_parameters)} parameters")
+
+    # 4. Errors in the hook reach backward() with their AdaPrec class and message (not "Unable to
+    #    cast ... to Tensor"), on every rank, in both hook modes; the default state checks agreement,
+    #    and the unchecked path fails loudly too.
+    import adaprec
+
+    check(adaprec_torch.HookState().check is True, "HookState checks agreement by default")
+    bad = 1 % size
+    cases = [
+        ("formats differ", dict(format="fp16" if rank == 0 else "fp8s", algo="twoshot"),
+         lambda r: adaprec.MismatchError, "disagree"),
+        ("formats differ on the native path, check=False",
+         dict(format="fp16" if rank == 0 else "fp32", algo="native", check=False),
+         lambda r: adaprec.MismatchError, "disagree"),
+        ("format choice raises on one rank",
+         dict(format=(lambda index, count: {}["no format"]) if rank == bad else "fp16", algo="twoshot"),
+         lambda r: KeyError if r == bad else adaprec.PeerInvalidError, ""),
+    ]
+    for what, settings, kinds, words in cases:
+        for background in (True, False):
+            state = adaprec_torch.HookState(background=background, **settings)
+            expected = kinds(rank)
+            try:
+                train(state, adaprec_torch.hook)
+                check(False, f"{what} (background={background}): backward() raised nothing")
+            except expected as e:
+                check(words in str(e), f"{what} (background={background}): message {e}")
+            except Exception as e:  # noqa: BLE001 - reported as a failure
+                check(False, f"{what} (background={background}): {type(e).__name__}: {e}, "
+                             f"expected {expected.__name__}")
+            state.close()
+            world.Barrier()
 
     everyone = world.allgather(failures)
     if rank == 0:

@@ -3,6 +3,7 @@
 Usage: mpirun -np N python3 python_module_check.py CASES_FILE REFERENCE_DIR
 REFERENCE_DIR holds what cpp_reference wrote for the same cases (the C++ Communicator's results)."""
 
+import faulthandler
 import sys
 
 import numpy as np
@@ -53,6 +54,7 @@ def expect_error(kinds_by_rank, what, call):
 
 
 def main():
+    faulthandler.dump_traceback_later(120, exit=True)  # a hang fails the test with a traceback
     cases_path, reference_dir = sys.argv[1], sys.argv[2]
     comm = adaprec.communicator()
     check(comm.rank == rank and comm.size == size, "rank/size of the Communicator")
@@ -113,7 +115,57 @@ def main():
         expect_error(own_or_peer(TypeError), "float16 tensor on one rank",
                      lambda: adaprec.allreduce(torch.ones(1000, dtype=torch.float16) if rank == bad
                                                else torch.ones(1000)))
+        # Whatever examining an argument raises goes through the agreement round (no hang).
+        sparse = torch.ones(1000).to_sparse()
+        expect_error(own_or_peer(ValueError), "sparse tensor on one rank",
+                     lambda: adaprec.allreduce(sparse if rank == bad else torch.ones(1000)))
+        expect_error(own_or_peer(ValueError), "meta tensor on one rank",
+                     lambda: adaprec.allreduce(torch.ones(1000, device="meta") if rank == bad
+                                               else torch.ones(1000)))
+        quantized = torch.quantize_per_tensor(torch.ones(1000), 0.1, 0, torch.qint8)
+        expect_error(own_or_peer(TypeError), "quantized tensor on one rank",
+                     lambda: adaprec.allreduce(quantized if rank == bad else torch.ones(1000)))
+        whole = torch.ones(2000)
+        expect_error(own_or_peer(ValueError), "out overlapping the tensor on one rank",
+                     lambda: adaprec.allreduce(whole[:1000], out=whole[500:1500]) if rank == bad
+                     else adaprec.allreduce(torch.ones(1000), out=torch.ones(1000)))
+        empty = torch.ones(0)
+        adaprec.allreduce(empty, format="fp8s", algo="twoshot")
+        adaprec.allreduce(np.ones(0, dtype=np.float32))
+
+    class Hostile:  # every attribute access raises, even isinstance's look at __class__
+        def __getattribute__(self, name):
+            raise KeyError(f"no attribute {name} here")
+
+    expect_error(own_or_peer(KeyError), "an object whose attribute access raises, on one rank",
+                 lambda: adaprec.allreduce(Hostile() if rank == bad else ones()))
+
+    class Unanswerable:
+        def __bool__(self):
+            raise ZeroDivisionError("no truth value")
+
+    expect_error(own_or_peer(ZeroDivisionError), "average without a truth value, on one rank",
+                 lambda: adaprec.allreduce(ones(), average=Unanswerable() if rank == bad else False))
+    expect_error(own_or_peer(ValueError), "format with a NUL character, on one rank",
+                 lambda: adaprec.allreduce(ones(), format="fp8\0s" if rank == bad else "fp8"))
     if size > 1:
+        # check=False still ends in MismatchError on every rank, never in a crash or garbage: the
+        # native path (one MPI_Allreduce of each rank's own count) gets the library's agreement check.
+        for algo in ("native", "auto"):
+            expect_error(lambda r: adaprec.MismatchError, f"check=False, sizes differ ({algo})",
+                         lambda: adaprec.allreduce(ones(66536 if rank == bad else 65536), algo=algo,
+                                                   check=False))
+        expect_error(lambda r: adaprec.MismatchError, "check=False, fp16 and fp32 on the native path",
+                     lambda: adaprec.allreduce(ones(65536), format="fp16" if rank == bad else "fp32",
+                                               algo="native", check=False))
+        expect_error(lambda r: adaprec.MismatchError, "check=False, native path against twoshot",
+                     lambda: adaprec.allreduce(ones(65536), format="fp8s" if rank == bad else "fp32",
+                                               algo="twoshot" if rank == bad else "auto", check=False))
+        expect_error(lambda r: adaprec.MismatchError, "check=False, averaging differs (native)",
+                     lambda: adaprec.allreduce(ones(65536), average=rank == bad, check=False))
+        z = ones() * (rank + 1)
+        adaprec.allreduce(z, check=False)
+        check(np.all(z == size * (size + 1) / 2), "check=False allreduce after the mismatches")
         for algo in ("auto", "twoshot"):
             message = expect_error(lambda r: adaprec.MismatchError, f"sizes differ across ranks ({algo})",
                                    lambda: adaprec.allreduce(ones(1000 + rank), format="fp8", algo=algo))
