@@ -12,7 +12,7 @@
 // of what it sent); any rank count >= 1 and any count >= 0; for the compressed algorithms, ranks that
 // disagree on count, format, algorithm, averaging or error feedback get Error(kMismatch) on every rank
 // instead of a hang (the native path, auto's choice for fp32 and small messages, keeps MPI's own
-// semantics and cost). Error bounds per format x algorithm are in docs/algorithms.md. A Communicator
+// semantics and cost unless AllreduceOptions::checkEveryPath). Error bounds per format x algorithm are in docs/algorithms.md. A Communicator
 // is used from one thread; construction is collective.
 #pragma once
 
@@ -108,6 +108,12 @@ struct AllreduceOptions {
   // every quantization this rank performs is kept under the key and added before the next encode of
   // the same element positions; the state resets when the count for a key changes.
   std::string key;
+  // Agree the call across ranks before every path, the native one too (one extra allreduce of two
+  // words for native calls): ranks that differ in count, format, algorithm or averaging then get
+  // Error(kMismatch) instead of MPI's undefined behaviour (heap corruption in Open MPI's ring
+  // allreduce for different counts). Off, the native path is a plain MPI_Allreduce and only the
+  // compressed algorithms are checked.
+  bool checkEveryPath = false;
 };
 
 struct AllreduceStats {

@@ -78,43 +78,6 @@ void checkAgreement(adaprec::Communicator& communicator, bool localInvalid, std:
                 "ranks disagree on the allreduce (this rank: " << description << "); nothing was reduced");
 }
 
-// Without ADAPREC_CHECK_AGREEMENT: does Communicator::allreduce check agreement itself? It does
-// before a compressed algorithm, not before the native path, which is one MPI_Allreduce of this rank's
-// count and type: MPI does not compare those across ranks, and when they differ it writes past the
-// smaller rank's buffer (Open MPI's ring allreduce, ompi_coll_base_allreduce_intra_ring: heap
-// corruption, then SIGABRT/SIGSEGV) or sums unlike data. Requests whose path is not known before the
-// call ("fastest", "adaptive") count as unchecked too.
-bool checkedInside(const adaprec::Communicator& communicator, const adaprec::AllreduceOptions& options,
-                   std::int64_t count) {
-  if (options.format.selection != adaprec::Selection::kFixed) return false;
-  return communicator.resolveAlgorithm(options.algorithm, options.format.format,
-                                       static_cast<std::size_t>(count)) != adaprec::Algorithm::kNative;
-}
-
-// The check Communicator::allreduce makes before a compressed algorithm (same two words, same
-// signature), made here for the paths it skips: ranks that take different paths still meet in
-// matching collectives, and every rank gets Error(kMismatch) instead of a crash or garbage.
-void checkLikeCommunicator(adaprec::Communicator& communicator, const adaprec::AllreduceOptions& options,
-                           std::int64_t count) {
-  const bool fixed = options.format.selection == adaprec::Selection::kFixed;
-  adaprec::Format format = options.format.format;
-  if (fixed && options.algorithm == adaprec::Algorithm::kAuto) format = adaprec::Format::kFp32;  // auto's native
-  const std::uint64_t formatWord =
-      fixed ? static_cast<std::uint64_t>(format)
-            : adaprec::detail::hashSignatureText(adaprec::toString(options.format));
-  const std::uint64_t signature =
-      adaprec::detail::signatureOf(0, static_cast<std::size_t>(count), formatWord,
-                                   static_cast<std::uint64_t>(options.algorithm), options.average,
-                                   options.format.errorFeedback);
-  std::uint64_t values[2] = {signature, ~signature};
-  communicator.transport().allreduceMax(values, 2);
-  ADAPREC_CHECK(values[0] == signature && values[1] == ~signature, ErrorCode::kMismatch,
-                "ranks disagree on the allreduce (this rank: count="
-                    << count << " format=" << adaprec::toString(options.format)
-                    << " algorithm=" << adaprec::algorithmName(options.algorithm)
-                    << " average=" << options.average << "); nothing was reduced");
-}
-
 // Calls that talk to MPI return an error instead of letting MPI abort the process when it is not
 // (or no longer) initialized. MPI_Initialized and MPI_Finalized may be called at any time.
 void requireMpi() {
@@ -199,8 +162,10 @@ extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float
                          " average=" + std::to_string(options.average) +
                          " key=" + (options.key.empty() ? "none" : "given"));
       if (localError) throw *localError;
-    } else if (!checkedInside(communicator, options, count)) {
-      checkLikeCommunicator(communicator, options, count);
+    } else {
+      // Unchecked: no round for local problems, but the call itself is still agreed on every path,
+      // the native MPI_Allreduce too (different counts there corrupt the heap inside MPI).
+      options.checkEveryPath = true;
     }
     const float* source = send != nullptr ? send : recv;
     const adaprec::AllreduceStats s =

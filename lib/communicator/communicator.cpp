@@ -104,17 +104,18 @@ struct Communicator::Impl {
   }
 
   // All ranks must agree on everything that shapes the message schedule; a mismatch becomes
-  // Error(kMismatch) on every rank before any data moves.
-  void checkAgreement(std::size_t count, Format format, Algorithm algorithm, bool average,
-                      bool errorFeedback) {
-    const std::uint64_t signature = detail::signatureOf(0, count, static_cast<std::uint64_t>(format),
-                                                       static_cast<std::uint64_t>(algorithm), average, errorFeedback);
+  // Error(kMismatch) on every rank before any data moves. formatWord identifies the format (its id, or
+  // a hash of the whole spec when the check runs before "fastest" is resolved).
+  void checkAgreement(std::size_t count, std::uint64_t formatWord, std::string_view formatText,
+                      Algorithm algorithm, bool average, bool errorFeedback) {
+    const std::uint64_t signature = detail::signatureOf(0, count, formatWord, static_cast<std::uint64_t>(algorithm),
+                                                       average, errorFeedback);
     std::uint64_t values[2] = {signature, ~signature};
     transport->allreduceMax(values, 2);
     ADAPREC_CHECK(values[0] == signature && values[1] == ~signature, ErrorCode::kMismatch,
-                  "ranks disagree on the allreduce (this rank: count=" << count << " format="
-                      << formatName(format) << " algorithm=" << algorithmName(algorithm)
-                      << " average=" << average << " errorFeedback=" << errorFeedback << ")");
+                  "ranks disagree on the allreduce (this rank: count=" << count << " format=" << formatText
+                      << " algorithm=" << algorithmName(algorithm) << " average=" << average
+                      << " errorFeedback=" << errorFeedback << ")");
   }
 };
 
@@ -310,6 +311,12 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
                                                                               << " elements");
   ADAPREC_CHECK_ARG(!options.format.errorFeedback || !options.key.empty(),
                     "error feedback (+ef) needs AllreduceOptions::key to name the tensor");
+  if (options.checkEveryPath) {
+    // Before anything collective (fastest's probes, the native MPI_Allreduce): the request itself.
+    const std::string spec = toString(options.format);
+    impl_->checkAgreement(count, detail::hashSignatureText(spec), spec, options.algorithm, options.average,
+                          options.format.errorFeedback);
+  }
   Format format = options.format.format;
   if (options.format.selection == Selection::kFastest) {
     auto it = impl_->fastestByCount.find(count);
@@ -334,9 +341,11 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
                 "algorithm native carries fp32, bf16 or fp16, not " << formatName(format));
   const bool feedback = options.format.errorFeedback && !isLossless(format);
 
-  // The native path keeps MPI's own cost and semantics (no extra round trip for tiny messages).
-  if (algorithm != Algorithm::kNative)
-    impl_->checkAgreement(count, format, options.algorithm, options.average, options.format.errorFeedback);
+  // The native path keeps MPI's own cost and semantics (no extra round trip for tiny messages) unless
+  // checkEveryPath asked for the check above.
+  if (algorithm != Algorithm::kNative && !options.checkEveryPath)
+    impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
+                          options.average, options.format.errorFeedback);
 
   auto finish = [&](AllreduceStats& stats) {
     if (options.average && size() > 1) {

@@ -323,3 +323,26 @@ TEST_CASE("a rank whose own settings are invalid fails, and the others are told 
   CHECK_THAT(messages[0], Catch::Contains("rank 2 refused its communicator settings"));
   CHECK_THAT(messages[1], Catch::Contains("rank 2 refused its communicator settings"));
 }
+
+TEST_CASE("checkEveryPath agrees the call before the native path too", "[engine]") {
+  // Rank 0's auto resolves to the native path (fp32), rank 1's to a compressed algorithm: without the
+  // check they would wait in different collectives. And different counts on the native path.
+  const std::vector<std::vector<float>> inputs = {std::vector<float>(5000, 1.0f), std::vector<float>(5000, 2.0f)};
+  std::vector<AllreduceOptions> options(2);
+  options[1].format = parseFormatSpec("fp8s");
+  options[1].algorithm = Algorithm::kTwoShot;
+  for (auto& o : options) o.checkEveryPath = true;
+  CHECK(runLoopbackAllreduce(1, inputs, options, false).allErrors(ErrorCode::kMismatch));
+  std::vector<AllreduceOptions> native(2);
+  for (auto& o : native) {
+    o.algorithm = Algorithm::kNative;
+    o.checkEveryPath = true;
+  }
+  const std::vector<std::vector<float>> uneven = {std::vector<float>(5000, 1.0f), std::vector<float>(4999, 2.0f)};
+  CHECK(runLoopbackAllreduce(1, uneven, native, false).allErrors(ErrorCode::kMismatch));
+  // Agreeing ranks still get their exact sum on both paths.
+  const LoopbackOutcome fine = runLoopbackAllreduce(1, inputs, native, false);
+  REQUIRE_FALSE(fine.anyError());
+  CHECK(fine.outputs[0] == std::vector<float>(5000, 3.0f));
+  CHECK(fine.outputs[1] == fine.outputs[0]);
+}
