@@ -77,6 +77,7 @@ __global__ void encode8Kernel(const float* src, std::size_t n, std::uint8_t* exp
   const std::size_t begin = blockIdx.x * kScaleBlock;
   const std::size_t end = begin + kScaleBlock < n ? begin + kScaleBlock : n;
   ScaleFactors f{1.0f, 1.0f};
+  std::uint32_t maxMagnitude = Math::kMaxFinite;
   if (kScaled) {
     __shared__ std::uint32_t amax;
     if (threadIdx.x == 0) amax = 0;
@@ -94,10 +95,12 @@ __global__ void encode8Kernel(const float* src, std::size_t n, std::uint8_t* exp
       exps[2 * blockIdx.x + 1] = static_cast<std::uint8_t>((e >> 8) & 0xff);
     }
     f = detail::encodeFactors(e);
+    // Below the format's largest finite code when amax is near FLT_MAX (docs/formats.md).
+    maxMagnitude = Math::maxMagnitudeForScale(e);
   }
   for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float x = kScaled ? detail::mulRn(detail::mulRn(src[i], f.first), f.second) : src[i];
-    dst[i] = static_cast<std::uint8_t>(Math::encode(x));
+    dst[i] = static_cast<std::uint8_t>(Math::encode(x, maxMagnitude));
   }
 }
 

@@ -2,6 +2,7 @@
 // host_kernels_impl.cpp.
 #include "adaprec/codec.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -44,6 +45,32 @@ void encodeTableChunk(Format format, const float* src, std::size_t count, const 
   codec::writeHeader(dst, format, count, nonFinite ? codec::kFlagNonFinite : 0u);
 }
 
+// fp8s/e4m3: every scale exponent in the range encoders produce for finite amax and, in blocks above
+// the safe exponent (amax near FLT_MAX), no finite code above the block's largest representable value
+// (it would decode to inf; no encoder writes it). Only such blocks have their codes read.
+template <class Math>
+void validateScaledBlocks(Format format, const std::uint8_t* exps, const std::uint8_t* payload, std::size_t count) {
+  const std::size_t blocks = codec::scaleBlockCount(count);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    std::int16_t e;
+    std::memcpy(&e, exps + b * sizeof e, sizeof e);
+    ADAPREC_CHECK(e >= Math::kMinScaleExponent && e <= Math::kMaxScaleExponent, ErrorCode::kMalformedInput,
+                  formatName(format) << " chunk: scale exponent " << e << " of block " << b << " is outside ["
+                                     << Math::kMinScaleExponent << ", " << Math::kMaxScaleExponent << "]");
+    if (e <= Math::kSafeScaleExponent) continue;
+    const std::uint32_t maxMagnitude = Math::maxMagnitudeForScale(e);
+    const std::size_t end = std::min(count, (b + 1) * kScaleBlock);
+    for (std::size_t i = b * kScaleBlock; i < end; ++i) {
+      const std::uint32_t magnitude = payload[i] & (Math::kSignBit - 1);
+      ADAPREC_CHECK(magnitude <= maxMagnitude || magnitude > Math::kMaxFinite, ErrorCode::kMalformedInput,
+                    formatName(format) << " chunk: code 0x" << std::hex << unsigned{payload[i]} << std::dec
+                                       << " of element " << i << " (block " << b
+                                       << ") overflows fp32 under scale exponent " << e
+                                       << " (largest finite magnitude code 0x" << std::hex << maxMagnitude << ")");
+    }
+  }
+}
+
 // Validated view of a chunk the caller expects to be (format, count).
 struct ChunkView {
   ChunkInfo info;
@@ -64,14 +91,12 @@ ChunkView validateChunk(Format format, const void* src, std::size_t srcBytes, st
   const std::uint8_t* payload = params + layout.paramsBytes;
   std::size_t usedParamBytes = 0;
   if (isBlockScaled(format)) {
-    const std::size_t blocks = codec::scaleBlockCount(count);
-    usedParamBytes = blocks * sizeof(std::int16_t);
-    for (std::size_t b = 0; b < blocks; ++b) {
-      std::int16_t e;
-      std::memcpy(&e, params + b * sizeof e, sizeof e);
-      ADAPREC_CHECK(e >= detail::kMinScaleExponent && e <= detail::kMaxScaleExponent, ErrorCode::kMalformedInput,
-                    formatName(format) << " chunk: scale exponent " << e << " of block " << b << " is outside ["
-                                       << detail::kMinScaleExponent << ", " << detail::kMaxScaleExponent << "]");
+    usedParamBytes = codec::scaleBlockCount(count) * sizeof(std::int16_t);
+    if (format == Format::kFp8s) {
+      validateScaledBlocks<detail::Fp8Math>(format, params, payload, count);
+    } else {
+      ADAPREC_CHECK(format == Format::kE4m3, ErrorCode::kInternal, "no scale rules for " << formatName(format));
+      validateScaledBlocks<detail::E4m3Math>(format, params, payload, count);
     }
   } else if (const unsigned bits = tableBits(format); bits != 0) {
     const std::size_t tableSize = std::size_t{1} << (bits - 1);

@@ -146,6 +146,20 @@ void encodeScaledBlock(const float* src, std::size_t n, detail::ScaleFactors f, 
   }
 }
 
+// A block whose scale exponent is above Math::kSafeScaleExponent (amax above (largest finite value)
+// * 2^kSafeScaleExponent, within a factor 2 of FLT_MAX) saturates at Math::maxMagnitudeForScale(e),
+// below the format's largest finite code, whose values times 2^e are not finite in fp32. Such blocks
+// are rare: every encoder converts them with this loop, so the hot loops keep their constant limit.
+template <class Math>
+void encodeSaturatedBlock(const float* src, std::size_t n, int e, std::uint8_t* dst) {
+  const detail::ScaleFactors f = detail::encodeFactors(e);
+  const std::uint32_t maxMagnitude = Math::maxMagnitudeForScale(e);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float scaled = detail::mulRn(detail::mulRn(src[i], f.first), f.second);
+    dst[i] = static_cast<std::uint8_t>(Math::encode(scaled, maxMagnitude));
+  }
+}
+
 template <class Math>
 void encode8(const float* src, std::size_t n, std::uint8_t* exps, std::uint8_t* dst) {
   if (exps == nullptr) {
@@ -156,7 +170,11 @@ void encode8(const float* src, std::size_t n, std::uint8_t* exps, std::uint8_t* 
     const std::size_t len = std::min(kScaleBlock, n - b);
     const int e = Math::scaleExponent(finiteAmax(src + b, len));
     store<std::int16_t>(exps, block, static_cast<std::int16_t>(e));
-    encodeScaledBlock<Math>(src + b, len, detail::encodeFactors(e), dst + b);
+    if (e > Math::kSafeScaleExponent) {
+      encodeSaturatedBlock<Math>(src + b, len, e, dst + b);
+    } else {
+      encodeScaledBlock<Math>(src + b, len, detail::encodeFactors(e), dst + b);
+    }
   }
 }
 
@@ -192,7 +210,8 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
   }
 }
 
-// The vector 8-bit float kernels (their scalar tails use byteValue, finiteAmax and encodeScaledBlock).
+// The vector 8-bit float kernels (their scalar tails use byteValue, finiteAmax and encodeScaledBlock,
+// their blocks above the safe scale exponent encodeSaturatedBlock).
 #if defined(__F16C__) && defined(__AVX2__)
 #include "codec/small_float_blocks.hpp"
 #include "codec/small_float_avx2.hpp"

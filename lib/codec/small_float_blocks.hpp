@@ -20,6 +20,13 @@ void encodeSmallFloatBlocks(const float* src, std::size_t n, std::uint8_t* exps,
     const int e = Math::scaleExponent(detail::bitsFloat(amax));
     const std::int16_t e16 = static_cast<std::int16_t>(e);
     std::memcpy(exps + block * sizeof e16, &e16, sizeof e16);
+    if (e > Math::kSafeScaleExponent) {
+      // amax near FLT_MAX (rare): the block saturates below the largest finite code (scalar loop),
+      // then the next block's amax is scanned on its own.
+      encodeSaturatedBlock<Math>(src + b, len, e, dst + b);
+      amax = Runs::template encode<false, false>(nullptr, 0, {}, nullptr, src + b + len, nextCount);
+      continue;
+    }
     const detail::ScaleFactors f = detail::encodeFactors(e);
     // f.second == 1 in all but extreme blocks: one multiplication then (x * 1 is exact).
     amax = f.second == 1.0f ? Runs::template encode<true, false>(src + b, len, f, dst + b, src + b + len, nextCount)

@@ -7,8 +7,10 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -66,6 +68,43 @@ TEST_CASE("GPU encode/decode/decodeAdd are bit-identical to the host codec", "[g
       REQUIRE(cudaMemcpy(got.data(), dy.ptr, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
       REQUIRE(std::memcmp(acc.data(), got.data(), n * sizeof(float)) == 0);
     }
+  }
+}
+
+TEST_CASE("GPU fp8s/e4m3 saturate near FLT_MAX as the host codec does", "[gpu]") {
+  // One block per amax in the top fp32 binades (scale exponents up to fp8s 113 / e4m3 120, where the
+  // block's largest representable value is below the format's largest finite value), filled with
+  // values down to half of amax, both signs; the last block is short.
+  std::vector<float> amaxes = {std::ldexp(30720.0f, 113), std::ldexp(248.0f, 120), std::ldexp(1.75f, 127),
+                               std::nextafter(std::ldexp(1.75f, 127), INFINITY), std::ldexp(1.875f, 127),
+                               std::ldexp(1.75f, 126), std::numeric_limits<float>::max()};
+  for (std::uint32_t step = 0; step < 64; ++step) amaxes.push_back(std::ldexp(1.0f + step / 64.0f, 126 + step % 2));
+  std::vector<float> x;
+  for (std::size_t b = 0; b < amaxes.size(); ++b) {
+    const std::size_t len = b + 1 == amaxes.size() ? 100 : kScaleBlock;
+    for (std::size_t i = 0; i < len; ++i) {
+      const float v = amaxes[b] * (1.0f - static_cast<float>(i) / (2.0f * kScaleBlock));
+      x.push_back((i + b) % 2 == 0 ? v : -v);
+    }
+  }
+  const std::size_t n = x.size();
+  for (Format f : {Format::kFp8s, Format::kE4m3}) {
+    INFO(formatName(f));
+    const std::size_t bytes = encodedBytes(f, n);
+    std::vector<unsigned char> host(bytes), device(bytes);
+    encode(f, x.data(), n, host.data(), bytes);
+    DeviceBuffer<float> dx(n), dy(n);
+    DeviceBuffer<unsigned char> dchunk(bytes);
+    REQUIRE(cudaMemcpy(dx.ptr, x.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    gpu::encode(f, dx.ptr, n, dchunk.ptr, nullptr);
+    REQUIRE(cudaMemcpy(device.data(), dchunk.ptr, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(host == device);
+    std::vector<float> got(n);
+    gpu::decode(f, dchunk.ptr, dy.ptr, n, nullptr);
+    REQUIRE(cudaMemcpy(got.data(), dy.ptr, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+    std::size_t nonFinite = 0;
+    for (float v : got) nonFinite += !std::isfinite(v);
+    CHECK(nonFinite == 0);
   }
 }
 

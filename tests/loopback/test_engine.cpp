@@ -67,6 +67,40 @@ TEST_CASE("Table-N is exact when every rank's values are all equal", "[engine]")
   }
 }
 
+TEST_CASE("fp8s and e4m3 sums near FLT_MAX stay finite on every rank", "[engine]") {
+  // The sums (3.2e38 and 3.32e38) are finite in fp32; after the reduction step each is encoded
+  // again with the top scale exponent (fp8s 113, e4m3 120), where rounding up to the next binade
+  // would give 2^128 = inf. Two ranks: in these algorithms one addend of every fp32 addition is the
+  // rank's own value, so no addition overflows. (recursive_doubling adds two decoded values: fp8s
+  // rounds 1.6e38 to 2^127 and 2^127 + 2^127 overflows in the fp32 addition itself, which is fp32
+  // semantics, not the codec: it is not run here.)
+  const int p = 2;
+  const std::size_t count = kScaleBlock + 3;
+  std::vector<std::vector<float>> inputs(p, std::vector<float>(count));
+  for (int r = 0; r < p; ++r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const float base = (i / 2) % 2 == 0 ? 1.6e38f : 1.66e38f;
+      inputs[r][i] = i % 2 == 0 ? base : -base;
+    }
+  }
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner, Algorithm::kHierarchical}) {
+    for (std::string_view format : {"fp8s", "e4m3"}) {
+      INFO(algorithmName(algorithm) << " " << format);
+      const LoopbackOutcome got = runLoopbackAllreduce(1, inputs, std::vector(p, optionsFor(format, algorithm)), false);
+      REQUIRE_FALSE(got.anyError());
+      std::size_t nonFinite = 0;
+      for (const std::vector<float>& out : got.outputs)
+        for (float v : out) nonFinite += !std::isfinite(v);
+      CHECK(nonFinite == 0);
+      const Algorithm ran = got.stats[0].algorithm;
+      const std::string failure = checkResults(inputs, got.outputs, got.stats[0].format,
+                                               quantizations(ran, got.stats[0].format, p, p), false, false);
+      INFO(failure);
+      CHECK(failure.empty());
+    }
+  }
+}
+
 TEST_CASE("error feedback makes repeated reductions unbiased", "[engine]") {
   // Reducing the same inputs T times with +ef, the residuals carry each call's error into the next,
   // so the mean of the T results approaches the exact sum (the error of the mean shrinks ~1/T);

@@ -2,8 +2,10 @@
 // specials, decodeAdd == acc + decode, and bit-identical output of the generic and AVX2 loops.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "codec/host_kernels.hpp"
+#include "small_float_reference.hpp"
 
 using namespace adaprec;
 
@@ -113,6 +116,208 @@ TEST_CASE("block-scaled formats: scale puts the block max in the top binade; err
         bad += err > std::max(std::ldexp(std::fabs(double(x[i])), -(manBits + 1)), absFloor);
       }
       CHECK(bad == 0);
+    }
+  }
+}
+
+namespace {
+
+// The block-scaled formats near FLT_MAX, described independently of the code under test.
+struct ScaledSpec {
+  Format format;
+  test::SmallFloatSpec spec;
+  int bias;
+  double maxFinite;
+};
+const ScaledSpec kScaledSpecs[] = {{Format::kFp8s, test::kFp8Spec, 15, 57344.0},
+                                   {Format::kE4m3, test::kE4m3Spec, 7, 448.0}};
+
+// The smallest e with amax * 2^-e <= the largest finite value (docs/formats.md), in double.
+int expectedScale(const ScaledSpec& s, double amax) {
+  int e = -200;
+  while (std::ldexp(amax, -e) > s.maxFinite) ++e;
+  return e;
+}
+
+// The block's largest representable value under scale exponent e: the largest code value v with
+// v * 2^e finite in fp32 (its magnitude code).
+std::uint32_t largestRepresentable(const ScaledSpec& s, int e) {
+  std::uint32_t limit = 0;
+  for (std::uint32_t c : test::positiveFiniteCodes(s.spec)) {
+    if (std::ldexp(test::valueOf(s.spec, c), e) <= std::numeric_limits<float>::max()) limit = c;
+  }
+  return limit;
+}
+
+// The documented encoding of x in a block with scale exponent e: the nearest code value (ties to the
+// even code) of x * 2^-e, saturating at the block's largest representable value (magnitude code
+// limit). Returns the decoded value v * 2^e with x's sign.
+float expectedRoundTrip(const ScaledSpec& s, const test::ReferenceEncoder& reference, float x, int e,
+                        std::uint32_t limit) {
+  const std::uint32_t signBit = 1u << (s.spec.expBits + s.spec.manBits);
+  const std::uint32_t code = reference.encode(static_cast<float>(std::ldexp(double(x), -e)));
+  const std::uint32_t magnitude = std::min(code & (signBit - 1), limit);
+  const double v = std::ldexp(test::valueOf(s.spec, magnitude), e);
+  return static_cast<float>(std::signbit(x) ? -v : v);
+}
+
+}  // namespace
+
+TEST_CASE("block-scaled formats saturate near FLT_MAX: a finite value never decodes to inf", "[codec]") {
+  // The tester's values: 30720 * 2^113 (the midpoint of fp8s's 28672 and 32768 at the top exponent
+  // 113, a tie to the even code 32768 -> 2^128) and 248 * 2^120 (e4m3: 240 | 256 at exponent 120).
+  // The block's largest representable value is 1.75 * 2^127 (fp8s), 1.875 * 2^127 (e4m3).
+  const float flt = std::numeric_limits<float>::max();
+  const float fp8sTop = std::ldexp(1.75f, 127), e4m3Top = std::ldexp(1.875f, 127);
+  struct Case {
+    Format format;
+    float x;
+    float want;
+  };
+  const Case cases[] = {{Format::kFp8s, std::ldexp(30720.0f, 113), fp8sTop},
+                        {Format::kFp8s, std::ldexp(30719.0f, 113), fp8sTop},
+                        {Format::kFp8s, flt, fp8sTop},
+                        {Format::kFp8s, std::nextafter(fp8sTop, INFINITY), fp8sTop},
+                        {Format::kFp8s, 3.2e38f, fp8sTop},
+                        {Format::kE4m3, std::ldexp(248.0f, 120), e4m3Top},
+                        {Format::kE4m3, flt, e4m3Top},
+                        {Format::kE4m3, std::nextafter(e4m3Top, INFINITY), e4m3Top},
+                        {Format::kE4m3, 3.3e38f, e4m3Top}};
+  for (const Case& c : cases) {
+    for (float sign : {1.0f, -1.0f}) {
+      INFO(formatName(c.format) << " x = " << sign * c.x);
+      // Alone, and as the block maximum among smaller values.
+      const std::vector<float> one = roundTrip(c.format, {sign * c.x});
+      CHECK(one[0] == sign * c.want);
+      std::vector<float> block = gradientLike(5000, 11);
+      for (float& v : block) v *= 1e36f;
+      block[4000] = sign * c.x;
+      const std::vector<float> y = roundTrip(c.format, block);
+      CHECK(y[4000] == sign * c.want);
+      std::size_t nonFinite = 0;
+      for (float v : y) nonFinite += !std::isfinite(v);
+      CHECK(nonFinite == 0);
+    }
+  }
+}
+
+TEST_CASE("block scales near FLT_MAX: every ISA matches the documented saturation and bound", "[codec][isa]") {
+  // Blocks whose amax sweeps the top fp32 binades (e = 110..113 for fp8s, 117..120 for e4m3) plus the
+  // edges; each block holds its amax, every code value near and beyond the block's limit times 2^e
+  // with the midpoints to the next code and their float neighbours, and fp32 values densely below
+  // amax; signs alternate. A last short block has amax = FLT_MAX.
+  const float flt = std::numeric_limits<float>::max();
+  std::vector<float> amaxes;
+  for (std::uint32_t bits = 0x7e000000u; bits <= 0x7f7fffffu - 0xffffu; bits += 0x10000u)
+    amaxes.push_back(detail::bitsFloat(bits + (bits >> 16 & 0xfffu)));
+  for (float v : {std::ldexp(30720.0f, 113), std::ldexp(248.0f, 120), std::ldexp(1.75f, 127), std::ldexp(1.75f, 126),
+                  std::ldexp(1.875f, 127), std::ldexp(1.75f, 125), flt}) {
+    amaxes.insert(amaxes.end(), {std::nextafter(v, 0.0f), v, std::nextafter(v, INFINITY)});
+  }
+  amaxes.erase(std::remove_if(amaxes.begin(), amaxes.end(), [](float a) { return !std::isfinite(a); }), amaxes.end());
+  amaxes.push_back(flt);  // the last, short block
+  const std::size_t lastBlock = 77;
+  std::vector<const codec::HostKernels*> isas = {&codec::genericHostKernels()};
+  for (const codec::HostKernels* k : {codec::avx2HostKernels(), codec::avx512HostKernels()})
+    if (k != nullptr) isas.push_back(k);
+
+  for (const ScaledSpec& s : kScaledSpecs) {
+    INFO(formatName(s.format));
+    const test::ReferenceEncoder reference(s.spec);
+    const std::vector<std::uint32_t> codes = test::positiveFiniteCodes(s.spec);
+    std::vector<float> x;
+    std::vector<int> scales;
+    for (std::size_t b = 0; b < amaxes.size(); ++b) {
+      const float amax = amaxes[b];
+      const int e = expectedScale(s, amax);
+      scales.push_back(e);
+      const std::size_t len = b + 1 == amaxes.size() ? lastBlock : kScaleBlock;
+      std::vector<float> block = {amax};
+      for (std::size_t k = 0; k + 1 < codes.size(); ++k) {
+        const double v = std::ldexp(test::valueOf(s.spec, codes[k]), e);
+        const double mid = std::ldexp(0.5 * (test::valueOf(s.spec, codes[k]) + test::valueOf(s.spec, codes[k + 1])), e);
+        for (double t : {v, mid}) {
+          if (t > amax) continue;
+          const float f = static_cast<float>(t);
+          block.insert(block.end(), {std::nextafter(f, 0.0f), f, std::nextafter(f, INFINITY)});
+        }
+      }
+      for (std::uint32_t k = 1; block.size() < kScaleBlock; ++k) block.push_back(detail::bitsFloat(detail::floatBits(amax) - 2048 * k));
+      block.resize(len);
+      for (std::size_t i = 0; i < len; ++i) {
+        block[i] = std::min(block[i], amax);
+        if ((i + b) % 2 == 1) block[i] = -block[i];
+      }
+      x.insert(x.end(), block.begin(), block.end());
+    }
+    const std::size_t n = x.size();
+    std::vector<float> expected(n);
+    for (std::size_t b = 0, i = 0; b < scales.size(); ++b) {
+      const std::uint32_t limit = largestRepresentable(s, scales[b]);
+      for (; i < std::min(n, (b + 1) * kScaleBlock); ++i) expected[i] = expectedRoundTrip(s, reference, x[i], scales[b], limit);
+    }
+    std::vector<unsigned char> genericCodes, genericExps;
+    for (const codec::HostKernels* k : isas) {
+      INFO("variant " << k->isa);
+      const bool fp8 = s.format == Format::kFp8s;
+      std::vector<unsigned char> exps(2 * amaxes.size()), payload(n);
+      (fp8 ? k->encodeFp8 : k->encodeE4m3)(x.data(), n, exps.data(), payload.data());
+      std::vector<float> y(n);
+      (fp8 ? k->decodeFp8 : k->decodeE4m3)(payload.data(), n, exps.data(), y.data());
+      std::size_t wrongScale = 0, nonFinite = 0, notDocumented = 0, outOfBound = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t b = i / kScaleBlock;
+        std::int16_t e;
+        std::memcpy(&e, exps.data() + 2 * b, 2);
+        wrongScale += e != scales[b];
+        nonFinite += !std::isfinite(y[i]);
+        const float want = expected[i];
+        if (detail::floatBits(y[i]) != detail::floatBits(want) && notDocumented++ == 0)
+          UNSCOPED_INFO("element " << i << ": x = " << x[i] << " gives " << y[i] << ", documented " << want);
+        const double bound = std::max(std::ldexp(std::fabs(double(x[i])), -(s.spec.manBits + 1)),
+                                      std::ldexp(1.0, scales[b] - s.bias - s.spec.manBits));
+        outOfBound += !(std::fabs(double(y[i]) - x[i]) <= bound);
+      }
+      CHECK(wrongScale == 0);
+      CHECK(nonFinite == 0);
+      CHECK(notDocumented == 0);
+      CHECK(outOfBound == 0);
+      if (k == isas.front()) {
+        genericCodes = payload, genericExps = exps;
+      } else {
+        const bool sameCodes = payload == genericCodes, sameExps = exps == genericExps;
+        CHECK(sameCodes);
+        CHECK(sameExps);
+      }
+    }
+  }
+}
+
+TEST_CASE("scale exponent ranges and limits are those of finite amax", "[codec]") {
+  using detail::E4m3Math;
+  using detail::Fp8Math;
+  const float tiny = std::numeric_limits<float>::denorm_min(), flt = std::numeric_limits<float>::max();
+  CHECK(Fp8Math::scaleExponent(tiny) == Fp8Math::kMinScaleExponent);
+  CHECK(Fp8Math::scaleExponent(flt) == Fp8Math::kMaxScaleExponent);
+  CHECK(E4m3Math::scaleExponent(tiny) == E4m3Math::kMinScaleExponent);
+  CHECK(E4m3Math::scaleExponent(flt) == E4m3Math::kMaxScaleExponent);
+  for (const ScaledSpec& s : kScaledSpecs) {
+    INFO(formatName(s.format));
+    const bool fp8 = s.format == Format::kFp8s;
+    const int safe = fp8 ? Fp8Math::kSafeScaleExponent : E4m3Math::kSafeScaleExponent;
+    const int top = fp8 ? Fp8Math::kMaxScaleExponent : E4m3Math::kMaxScaleExponent;
+    CHECK(expectedScale(s, tiny) == (fp8 ? Fp8Math::kMinScaleExponent : E4m3Math::kMinScaleExponent));
+    CHECK(expectedScale(s, flt) == top);
+    // safe: the largest e with maxFinite * 2^e <= FLT_MAX.
+    CHECK(std::ldexp(s.maxFinite, safe) <= flt);
+    CHECK(std::ldexp(s.maxFinite, safe + 1) > flt);
+    for (int e = safe - 2; e <= top; ++e) {
+      const std::uint32_t limit = fp8 ? Fp8Math::maxMagnitudeForScale(e) : E4m3Math::maxMagnitudeForScale(e);
+      INFO("e " << e);
+      CHECK(std::ldexp(test::valueOf(s.spec, limit), e) <= flt);
+      const std::vector<std::uint32_t> codes = test::positiveFiniteCodes(s.spec);
+      const auto next = std::upper_bound(codes.begin(), codes.end(), limit);
+      if (next != codes.end()) CHECK(std::ldexp(test::valueOf(s.spec, *next), e) > flt);
     }
   }
 }

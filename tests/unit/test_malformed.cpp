@@ -2,8 +2,11 @@
 // write out of bounds (this suite also runs in the address/UB-sanitizer build: tools/test --sanitize).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "adaprec/codec.hpp"
@@ -99,6 +102,105 @@ TEST_CASE("scales, tables and padding are validated", "[malformed]") {
   auto padded = table;
   padded.back() |= 0x80;  // 9 codes x 2 bits = 18 bits: bits 2..7 of the last byte are padding
   CHECK(decodeError(Format::kTable2, padded.data(), padded.size(), 9) == ErrorCode::kMalformedInput);
+}
+
+namespace {
+
+// The message of the Error decode throws, without the "adaprec: " prefix and the " [code: ...]" suffix
+// naming the check; empty when decode accepts the chunk. Output untouched on error, as decodeError.
+std::string decodeMessage(Format f, const std::vector<unsigned char>& chunk, std::size_t n) {
+  std::vector<float> out(n, 42.0f);
+  try {
+    decode(f, chunk.data(), chunk.size(), out.data(), n);
+  } catch (const Error& e) {
+    for (float v : out) {
+      if (v != 42.0f) return "output written before the error";
+    }
+    const std::string what = e.what();
+    const std::string prefix = "adaprec: ";
+    const std::size_t end = what.find(" [malformed input: ");
+    if (e.code() != ErrorCode::kMalformedInput || what.rfind(prefix, 0) != 0 || end == std::string::npos) return what;
+    return what.substr(prefix.size(), end - prefix.size());
+  }
+  return {};
+}
+
+// A valid fp8s/e4m3 chunk with block's scale exponent replaced by e and its codes by every magnitude
+// up to 0x77 (finite under every valid exponent), both signs.
+std::vector<unsigned char> withScale(Format f, std::size_t n, std::size_t block, std::int16_t e) {
+  auto chunk = validChunk(f, n);
+  std::memcpy(chunk.data() + kChunkHeaderBytes + 2 * block, &e, 2);
+  const std::size_t payload = chunk.size() - n;
+  for (std::size_t i = block * 4096; i < std::min(n, (block + 1) * 4096); ++i)
+    chunk[payload + i] = static_cast<unsigned char>((i % 0x78) | (i & 0x100 ? 0x80 : 0));
+  return chunk;
+}
+
+}  // namespace
+
+TEST_CASE("scale exponents are validated against each format's exact range", "[malformed]") {
+  // What encoders write for finite amax: 2^-149 and FLT_MAX give fp8s -164 / 113, e4m3 -157 / 120.
+  struct Range {
+    Format format;
+    int lo;
+    int hi;
+  };
+  for (const Range r : {Range{Format::kFp8s, -164, 113}, Range{Format::kE4m3, -157, 120}}) {
+    const std::string name(formatName(r.format));
+    INFO(name);
+    const std::size_t n = 2 * 4096 + 5;
+    for (std::size_t block : {0, 2}) {
+      CHECK(decodeMessage(r.format, withScale(r.format, n, block, static_cast<std::int16_t>(r.lo)), n).empty());
+      CHECK(decodeMessage(r.format, withScale(r.format, n, block, static_cast<std::int16_t>(r.hi)), n).empty());
+      for (int e : {r.lo - 1, r.hi + 1, r.hi + 7, -32768, 32767}) {
+        const std::string range = "[" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]";
+        CHECK(decodeMessage(r.format, withScale(r.format, n, block, static_cast<std::int16_t>(e)), n) ==
+              name + " chunk: scale exponent " + std::to_string(e) + " of block " + std::to_string(block) +
+                  " is outside " + range);
+      }
+    }
+  }
+}
+
+TEST_CASE("finite codes that overflow fp32 under the top scale exponent are rejected", "[malformed]") {
+  // At the top exponent (amax near FLT_MAX) the largest finite code value * 2^e is 0x77's: fp8s
+  // 1.75 * 2^14 * 2^113, e4m3 240 * 2^120. The codes above it (0x78 = 2^15 resp. 256, times 2^e =
+  // 2^128) would decode to inf; Inf (fp8s 0x7c) and NaN codes stay valid. One below the top
+  // exponent every finite code is valid.
+  struct Case {
+    Format format;
+    int top;
+    unsigned firstSpecial;  // Inf or NaN magnitude codes from here on
+  };
+  for (const Case c : {Case{Format::kFp8s, 113, 0x7c}, Case{Format::kE4m3, 120, 0x7f}}) {
+    const std::string name(formatName(c.format));
+    const std::size_t n = 4096 + 100;
+    for (std::size_t block : {0, 1}) {
+      const std::size_t at = block * 4096 + 37;
+      for (unsigned magnitude = 0; magnitude < 0x80; ++magnitude) {
+        for (unsigned sign : {0u, 0x80u}) {
+          const unsigned code = magnitude | sign;
+          INFO(name << " block " << block << " code " << code);
+          auto chunk = withScale(c.format, n, block, static_cast<std::int16_t>(c.top - 1));
+          const std::size_t payload = chunk.size() - n;
+          chunk[payload + at] = static_cast<unsigned char>(code);
+          CHECK(decodeMessage(c.format, chunk, n).empty());
+          chunk = withScale(c.format, n, block, static_cast<std::int16_t>(c.top));
+          chunk[payload + at] = static_cast<unsigned char>(code);
+          if (magnitude <= 0x77 || magnitude >= c.firstSpecial) {
+            CHECK(decodeMessage(c.format, chunk, n).empty());
+          } else {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "0x%x", code);
+            CHECK(decodeMessage(c.format, chunk, n) ==
+                  name + " chunk: code " + hex + " of element " + std::to_string(at) + " (block " +
+                      std::to_string(block) + ") overflows fp32 under scale exponent " + std::to_string(c.top) +
+                      " (largest finite magnitude code 0x77)");
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("random byte flips are rejected or decoded, never out of bounds", "[malformed]") {

@@ -105,7 +105,12 @@ struct SmallFloat {
   static constexpr std::uint32_t kRebias = static_cast<std::uint32_t>(127 - kBias) << kManBits;
 
   // fp32 -> code. Branch-free.
-  static ADAPREC_HD std::uint32_t encode(float x) {
+  static ADAPREC_HD std::uint32_t encode(float x) { return encode(x, kMaxFinite); }
+
+  // The same with finite values saturating at the magnitude code maxMagnitude (<= kMaxFinite)
+  // instead: round to nearest, ties to even, then take the smaller magnitude code. A block-scaled
+  // encoder passes maxMagnitudeForScale(e).
+  static ADAPREC_HD std::uint32_t encode(float x, std::uint32_t maxMagnitude) {
     const std::uint32_t u = floatBits(x);
     const std::uint32_t sign = (u >> 31) << (kBits - 1);
     const std::uint32_t a = u & kF32AbsMask;
@@ -119,7 +124,7 @@ struct SmallFloat {
       const std::uint32_t sub = floatBits(addRn(bitsFloat(a), magic)) - kSubnormalMagicF32;
       mag = select(a < kMinNormalF32, sub, mag);
     }
-    mag = mag < kMaxFinite ? mag : kMaxFinite;  // saturate finite values (an unsigned min)
+    mag = mag < maxMagnitude ? mag : maxMagnitude;  // saturate finite values (an unsigned min)
     const std::uint32_t special = kHasInf ? select(a == kF32InfBits, kInf, kNan) : kNan;
     mag = select(a >= kF32InfBits, special, mag);
     return sign | mag;
@@ -139,6 +144,26 @@ struct SmallFloat {
     if constexpr (kHasInf) bits = select(mag == kExpMask, kF32InfBits, bits);
     bits = select(isNan, kF32QuietNanBits, bits);
     return bitsFloat(bits | sign);
+  }
+
+  // Scale exponents scaleExponent produces for finite amax (it is non-decreasing in amax, so the
+  // ends are those of amax = 2^-149 and amax = FLT_MAX), the only ones a valid chunk may carry:
+  // fp8: [-164, 113], e4m3: [-157, 120]. 2^-149 scales to 2^kMaxExp, the first value of the top
+  // binade; FLT_MAX = (2 - 2^-23) * 2^127 has a larger fraction than kMaxFinite, so one more.
+  static constexpr int kMinScaleExponent = -149 - kMaxExp;
+  static constexpr int kMaxScaleExponent = 128 - kMaxExp;
+  // The largest e with (largest finite value) * 2^e <= FLT_MAX (fp8: 112, e4m3: 119): kMaxFinite's
+  // value is below 2^(kMaxExp+1). Only e = kMaxScaleExponent = kSafeScaleExponent + 1 is above it.
+  static constexpr int kSafeScaleExponent = 127 - kMaxExp;
+  // Code of 2^kMaxExp, the first of the top binade.
+  static constexpr std::uint32_t kTopBinadeCode = static_cast<std::uint32_t>(kMaxExp + kBias) << kManBits;
+
+  // The largest magnitude code whose value * 2^e is finite in fp32: the block's largest representable
+  // value, where its finite inputs saturate. kMaxFinite up to kSafeScaleExponent; at e =
+  // kMaxScaleExponent the top binade would scale to [2^128, ...) = inf, so the code just below it
+  // ((2 - 2^-M) * 2^(kMaxExp-1), times 2^e: (2 - 2^-M) * 2^127; fp8: 0x77, e4m3: 0x77).
+  static constexpr ADAPREC_HD std::uint32_t maxMagnitudeForScale(int e) {
+    return e <= kSafeScaleExponent ? kMaxFinite : kTopBinadeCode - 1;
   }
 
   // Power-of-two block scale: the smallest e such that amax * 2^-e <= the largest finite value, so
@@ -167,10 +192,10 @@ using Bf16Math = SmallFloat<8, 7, true>;
 using Fp8Math = SmallFloat<5, 2, true>;
 using E4m3Math = SmallFloat<4, 3, false>;
 
-// Scale exponents a valid fp8s/e4m3 chunk may carry (what encoders produce for any finite amax).
-// (fp8: amax = 2^-149 gives -164, amax = FLT_MAX gives 113; e4m3: -157 and 120.)
-inline constexpr int kMinScaleExponent = -164;
-inline constexpr int kMaxScaleExponent = 120;
+static_assert(Fp8Math::kMinScaleExponent == -164 && Fp8Math::kMaxScaleExponent == 113);
+static_assert(E4m3Math::kMinScaleExponent == -157 && E4m3Math::kMaxScaleExponent == 120);
+static_assert(Fp8Math::kSafeScaleExponent == 112 && E4m3Math::kSafeScaleExponent == 119);
+static_assert(Fp8Math::maxMagnitudeForScale(113) == 0x77 && E4m3Math::maxMagnitudeForScale(120) == 0x77);
 
 // x * 2^-e as two exact multiplications (2^-e alone may not be a float): the factors for encoding.
 struct ScaleFactors {
@@ -178,7 +203,7 @@ struct ScaleFactors {
   float second;
 };
 ADAPREC_HD ScaleFactors encodeFactors(int e) {
-  const int s = -e;  // in [-120, 164]
+  const int s = -e;  // in [-120, 164] (the scale exponent ranges above)
   return s > 127 ? ScaleFactors{exp2Int(127), exp2Int(s - 127)} : ScaleFactors{exp2Int(s), 1.0f};
 }
 // value * 2^e for decoding: the first multiplication is exact (it never lands below 2^-142 for the
