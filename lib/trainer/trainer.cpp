@@ -28,8 +28,12 @@ void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::strin
   int failed = !localError.empty(), anyFailed = 0;
   MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm);
   if (!anyFailed) return;
-  if (failed) throw Error(localCode, localError);  // already formatted: keep it as it was
-  ADAPREC_FAIL(ErrorCode::kMismatch, what << " failed on another rank");
+  if (failed) throw AgreedError(localCode, localError);  // already formatted: keep it as it was
+  try {
+    ADAPREC_FAIL(ErrorCode::kMismatch, what << " failed on another rank");
+  } catch (const Error& e) {
+    throw AgreedError(e.code(), e.what());
+  }
 }
 
 }  // namespace
@@ -300,12 +304,13 @@ void Trainer::resumeFromCheckpoint() {
   std::uint64_t lowId = 0, highId = 0;
   MPI_Allreduce(&s.runId, &lowId, 1, MPI_UINT64_T, MPI_MIN, comm_);
   MPI_Allreduce(&s.runId, &highId, 1, MPI_UINT64_T, MPI_MAX, comm_);
-  ADAPREC_CHECK(lowId == highId, ErrorCode::kMismatch,
-                "checkpoint files of step " << s.step << " in " << config_.checkpointDir
-                                            << " come from different runs: " << path << " (rank " << rank_
-                                            << ") has run id " << std::hex << s.runId << ", the ranks' files range from "
-                                            << lowId << " to " << highId
-                                            << " (a rank file copied in from another run?)");
+  if (lowId != highId) {
+    std::ostringstream os;
+    os << "adaprec: checkpoint files of step " << s.step << " in " << config_.checkpointDir
+       << " come from different runs: " << path << " (rank " << rank_ << ") has run id " << std::hex << s.runId
+       << ", the ranks' files range from " << lowId << " to " << highId << " (a rank file copied in from another run?)";
+    throw AgreedError(ErrorCode::kMismatch, os.str());
+  }
   try {
     restore(s);
   } catch (const Error& e) {

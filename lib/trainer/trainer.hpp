@@ -61,6 +61,15 @@ class TrainingDiverged : public Error {
 };
 inline constexpr int kDivergedExitCode = 3;
 
+// An error every rank of the trainer's communicator throws at the same point (a verdict agreed with
+// MPI_Allreduce: an unreadable or foreign checkpoint, an unwritable log). Each rank holds its own
+// message, and a caller may end MPI normally on every rank instead of aborting the job, so that every
+// rank's message is printed before the job ends.
+class AgreedError : public Error {
+ public:
+  AgreedError(ErrorCode code, const std::string& message) : Error(code, message) {}
+};
+
 class Trainer;
 
 // Called by Trainer::train before every regular step. A precision controller uses it to run its

@@ -2,9 +2,9 @@
 // directory) with gradients summed by AdaPrec. Run as `mpirun -np 4 adaprec-train ...`; a single
 // process without mpirun works too. `adaprec-train --help` documents every option.
 //
-// Exit status: 0 success; 1 an error (every rank fails: the job is aborted); 2 a command-line error
-// (CLI11's codes, > 100, for unparsable options); 3 (kDivergedExitCode) the training loss became NaN or
-// infinite.
+// Exit status: 0 success; 1 an error (every rank fails: an error all ranks agreed on ends MPI normally
+// on every rank, any other aborts the job); CLI11's codes (> 100) for options it cannot parse or that are
+// out of range; 3 (kDivergedExitCode) the training loss became NaN or infinite.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -55,6 +55,12 @@ int main(int argc, char** argv) {
   } catch (const adaprec::trainer::TrainingDiverged& e) {
     std::fprintf(stderr, "adaprec-train: %s\n", e.what());
     endJob(size, adaprec::trainer::kDivergedExitCode);
+  } catch (const adaprec::trainer::AgreedError& e) {
+    // Every rank is here with its own message: end normally, so that none is cut off by an abort.
+    std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Finalize();
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, e.what());
     endJob(size, 1);
