@@ -4,10 +4,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 
+#include "../support/cli_checks.hpp"
 #include "adaprec/error.hpp"
 
 namespace adaprec::bench {
@@ -48,10 +50,18 @@ std::vector<FormatSpec> parseFormatList(const std::string& text) {
     for (Format format : allFormats()) specs.push_back(FormatSpec{Selection::kFixed, format, false});
     return specs;
   }
+  // The valid values named in messages are exactly what this option takes (not 'adaptive').
+  const std::string valid = validFormatNames() + " (each optionally with +ef), fastest, or all";
   for (const auto& item : splitList(text)) {
-    FormatSpec spec = parseFormatSpec(item);
+    FormatSpec spec;
+    try {
+      spec = parseFormatSpec(item);
+    } catch (const Error&) {
+      ADAPREC_FAIL(ErrorCode::kInvalidArgument, "--formats: unknown format '" << item << "'; valid: " << valid);
+    }
     ADAPREC_CHECK_ARG(spec.selection != Selection::kAdaptive,
-                      "'adaptive' is the training controller's choice, not a benchmark format");
+                      "--formats: 'adaptive' is the training controller's choice, not a benchmark format; valid: "
+                          << valid);
     specs.push_back(spec);
   }
   return specs;
@@ -92,13 +102,16 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
   int check = 1;
   app.add_option("-b,--minbytes", minText, "smallest fp32 buffer in bytes (K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", maxText, "largest fp32 buffer in bytes (K/M/G suffixes)")->capture_default_str();
-  app.add_option("-f,--stepfactor", options.factor, "size multiplier between rows")->capture_default_str();
+  app.add_option("-f,--stepfactor", options.factor,
+                 "size multiplier between rows, > 1: rows at -b, -b*f, -b*f^2, ... up to -e (ignored when -b = -e)")
+      ->check(numberCheck(1, std::numeric_limits<double>::infinity(), false))
+      ->capture_default_str();
   app.add_option("-n,--iters", options.iterations, "timed iterations per row")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(integerAtLeast(1))->capture_default_str();
   app.add_option("-w,--warmup_iters", options.warmup, "untimed warm-up iterations per row")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(integerAtLeast(0))->capture_default_str();
   app.add_option("-c,--check", check, "1: compare with the fp64 reference and count #wrong; 0: skip")
-      ->check(CLI::Range(0, 1))->capture_default_str();
+      ->check(numberCheck(0, 1, true))->capture_default_str();
   app.add_option("--formats", formatsText, "comma list of formats (fp8, table1+ef, fastest, ...) or 'all'")
       ->capture_default_str();
   app.add_option("--algos", algosText, "comma list of algorithms, 'auto' or 'all'")->capture_default_str();
@@ -106,10 +119,10 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
       ->check(CLI::IsMember({"mpi", "loopback", "nccl"}))->capture_default_str();
   app.add_option("--device", deviceText, "host | cuda")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
   app.add_option("--ranks", options.loopbackRanks, "ranks (threads) for --transport loopback")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(integerAtLeast(1))->capture_default_str();
   app.add_option("--ranks-per-node", options.loopbackRanksPerNode,
                  "loopback: emulate nodes of this many consecutive ranks (0: one node)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(integerAtLeast(0))->capture_default_str();
   app.add_flag("--model", options.model, "predict each row's time with the alpha-beta + codec cost model");
   app.add_option("-J,--json", options.jsonPath, "write the rows as a JSON list to this file");
   app.add_option("--csv", options.csvPath, "write the rows as CSV to this file");
@@ -122,7 +135,11 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
                       "-b must be between 1 and -e (got -b " << minText << " -e " << maxText << ")");
     ADAPREC_CHECK_ARG(options.maxBytes / sizeof(float) <= std::size_t{1} << 31,
                       "-e is limited to 8G (MPI counts are int)");
-    ADAPREC_CHECK_ARG(options.factor >= 1.0, "-f must be >= 1 (got " << options.factor << ")");
+    // -f 1 with -b < -e would print the -b row alone and stop, as if the sweep were broken.
+    ADAPREC_CHECK_ARG(options.factor > 1.0 || options.minBytes == options.maxBytes,
+                      "-f " << options.factor << " never grows the size from -b " << minText << " towards -e "
+                            << maxText << ": the sweep multiplies the size by -f per row, so use -f > 1 (e.g. 2), "
+                            << "or -b = -e for one size");
     options.formats = parseFormatList(formatsText);
     options.algorithms = parseAlgorithmList(algosText);
     options.check = check != 0;

@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "../support/cli_checks.hpp"
 #include "../support/gradient_data.hpp"
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
@@ -96,12 +99,16 @@ int main(int argc, char** argv) try {
   std::string formatList = "all";
   std::string jsonPath;
   std::uint64_t seed = 1;
-  app.add_option("-n,--count", count, "elements in the tensor (default 64Mi)");
-  app.add_option("-r,--reps", reps, "timed repetitions per measurement (median reported)")->check(CLI::PositiveNumber);
+  double countOption = static_cast<double>(count);  // as double, so that 1e8 is accepted too
+  app.add_option("-n,--count", countOption, "elements in the tensor, >= 1 (default 64Mi; needs about 16 bytes each)")
+      ->check(adaprec::bench::numberCheck(1, 1e15, true));
+  app.add_option("-r,--reps", reps, "timed repetitions per measurement (median reported)")
+      ->check(adaprec::bench::integerAtLeast(1));
   app.add_option("-f,--formats", formatList, "comma-separated formats or 'all'");
   app.add_option("-J,--json", jsonPath, "also write the rows as JSON to this file");
   app.add_option("--seed", seed, "data seed");
   CLI11_PARSE(app, argc, argv);
+  count = static_cast<std::size_t>(countOption);
 
   std::vector<adaprec::Format> formats;
   if (formatList == "all") {
@@ -111,8 +118,22 @@ int main(int argc, char** argv) try {
     for (std::string name; std::getline(ss, name, ',');) formats.push_back(adaprec::parseFormat(name));
   }
 
-  const std::vector<float> x = adaprec::bench::gradientLikeData(count, seed);
-  std::vector<float> y(count), acc(count);
+  // Three fp32 buffers and the largest encoded chunk (fp32's, 4n + header): refuse what cannot fit
+  // before allocating, and name -n if an allocation still fails.
+  const double neededBytes = 16.0 * static_cast<double>(count);
+  const double physicalBytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  ADAPREC_CHECK_ARG(physicalBytes <= 0 || neededBytes <= physicalBytes,
+                    "-n " << count << " needs about " << neededBytes / (1 << 30) << " GiB (three fp32 buffers and the "
+                          << "encoded chunk); this machine has " << physicalBytes / (1 << 30) << " GiB: use a smaller -n");
+  std::vector<float> x, y, acc;
+  try {
+    x = adaprec::bench::gradientLikeData(count, seed);
+    y.resize(count);
+    acc.resize(count);
+  } catch (const std::bad_alloc&) {
+    ADAPREC_FAIL(adaprec::ErrorCode::kInvalidArgument,
+                 "-n " << count << ": cannot allocate the " << neededBytes / (1 << 30) << " GiB it needs; use a smaller -n");
+  }
   const double fp32Bytes = 4.0 * count;
   std::printf("# %zu elements (%.0f MiB fp32), gradient-like data, seed %llu, host kernels: %s\n", count,
               fp32Bytes / (1 << 20), static_cast<unsigned long long>(seed), adaprec::codec::hostKernels().isa);
@@ -123,7 +144,13 @@ int main(int argc, char** argv) try {
   nlohmann::json rows = nlohmann::json::array();
   for (adaprec::Format format : formats) {
     const std::size_t bytes = adaprec::encodedBytes(format, count);
-    std::vector<unsigned char> chunk(bytes);
+    std::vector<unsigned char> chunk;
+    try {
+      chunk.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      ADAPREC_FAIL(adaprec::ErrorCode::kInvalidArgument,
+                   "-n " << count << ": cannot allocate the " << bytes << "-byte encoded chunk; use a smaller -n");
+    }
     std::fill(acc.begin(), acc.end(), 0.0f);
     const std::vector<double> seconds = interleavedMedians(
         reps, {[&] { std::memcpy(y.data(), x.data(), count * sizeof(float)); },

@@ -17,7 +17,7 @@ namespace adaprec::trainer {
 namespace {
 
 constexpr char kMagic[8] = {'A', 'D', 'A', 'P', 'R', 'C', 'K', 'P'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = kCheckpointVersion;
 constexpr std::size_t kHeaderBytes = 8 + 4 + 8;
 
 class Writer {
@@ -106,6 +106,11 @@ std::vector<std::uint8_t> serializeSnapshot(const TrainerSnapshot& s) {
   Writer payload;
   payload.section("step", &s.step, sizeof s.step);
   payload.section("fingerprint", s.fingerprint.data(), s.fingerprint.size());
+  Writer identity;
+  identity.u64(s.runId);
+  identity.u32(s.rank);
+  identity.u32(s.ranks);
+  payload.section("identity", identity.bytes.data(), identity.bytes.size());
   payload.section("parameters", s.parameters.data(), s.parameters.size() * sizeof(float));
   payload.section("velocity", s.velocity.data(), s.velocity.size() * sizeof(float));
   payload.section("rng", s.rngState.data(), s.rngState.size());
@@ -130,6 +135,10 @@ TrainerSnapshot deserializeSnapshot(std::span<const std::uint8_t> bytes, const s
   char magic[8];
   header.raw(magic, 8);
   const std::uint32_t version = header.u32();
+  ADAPREC_CHECK(version != 1, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " has format version 1 (an older adaprec-train, without the rank and "
+                              << "run identity this build checks); this build reads version " << kVersion
+                              << ": restart the run without --resume, or with a new --checkpoint directory");
   ADAPREC_CHECK(version == kVersion, ErrorCode::kMalformedInput,
                 "checkpoint " << origin << " has version " << version << ", this build reads " << kVersion);
   const std::uint64_t payloadBytes = header.u64();
@@ -148,6 +157,12 @@ TrainerSnapshot deserializeSnapshot(std::span<const std::uint8_t> bytes, const s
   s.step = step[0];
   auto fp = r.section("fingerprint");
   s.fingerprint.assign(fp.begin(), fp.end());
+  const auto identity = r.section("identity");
+  ADAPREC_CHECK(identity.size() == 16, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << ": section 'identity' has " << identity.size() << " bytes, not 16");
+  std::memcpy(&s.runId, identity.data(), 8);
+  std::memcpy(&s.rank, identity.data() + 8, 4);
+  std::memcpy(&s.ranks, identity.data() + 12, 4);
   s.parameters = asVector<float>(r.section("parameters"), origin, "parameters");
   s.velocity = asVector<float>(r.section("velocity"), origin, "velocity");
   auto rng = r.section("rng");

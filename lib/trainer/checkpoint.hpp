@@ -6,6 +6,9 @@
 // File layout (little-endian): "ADAPRCKP" magic, u32 version, u64 payload bytes, payload, u32 CRC-32
 // of the payload. The payload is a sequence of length-prefixed named sections (TrainerSnapshot).
 // A truncated or corrupted file fails with Error(kMalformedInput) naming the file and what is wrong.
+// Version 2 added the "identity" section (u64 run id, u32 rank, u32 rank count) after "fingerprint":
+// every rank's file of one generation must carry the same run id, and each rank must read its own
+// file, so swapped or mixed-in files are refused. Version 1 files are refused with a message.
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +25,12 @@ namespace adaprec::trainer {
 struct TrainerSnapshot {
   std::uint64_t step = 0;             // optimizer steps done
   std::string fingerprint;            // model, batch, ranks, seed, data: resume refuses a mismatch
+  // Identity: which run and which of its ranks wrote this state. The run id is drawn once per fresh
+  // run (rank 0, broadcast) and carried on across resumes; resume refuses another rank's state or a
+  // generation whose files disagree on the run id.
+  std::uint64_t runId = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t ranks = 1;
   std::vector<float> parameters;
   std::vector<float> velocity;        // momentum buffer
   std::string rngState;               // std::mt19937_64 text form
@@ -29,6 +38,9 @@ struct TrainerSnapshot {
   std::vector<std::uint8_t> controllerState;  // opaque blob owned by the precision controller
   std::string counters;               // JSON: wall seconds, bytes sent so far, ...
 };
+
+// The checkpoint format version this build writes and reads.
+inline constexpr std::uint32_t kCheckpointVersion = 2;
 
 std::vector<std::uint8_t> serializeSnapshot(const TrainerSnapshot& snapshot);
 // `origin` names the source in error messages (a path, "memory").

@@ -1,7 +1,10 @@
 #include "run_options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include "adaprec/error.hpp"
@@ -10,6 +13,59 @@
 #endif
 
 namespace adaprec::trainer {
+namespace {
+
+// Numeric checks whose messages say what is valid ("--epochs: must be an integer >= 1, got '0'"),
+// unlike CLI::PositiveNumber's "Value 0 not in range 0 to 1.797...e308". The value is parsed as
+// double (every option here fits); `integer` also requires a whole number.
+CLI::Validator numberCheck(double low, bool lowOpen, double high, bool highOpen, bool integer) {
+  std::ostringstream what;
+  what << (integer ? "an integer " : "a number ");
+  if (high == std::numeric_limits<double>::infinity()) {
+    what << (lowOpen ? "> " : ">= ") << low;
+  } else {
+    what << "in " << (lowOpen ? "(" : "[") << low << ", " << high << (highOpen ? ")" : "]");
+  }
+  const std::string valid = what.str();
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        const bool parsed = CLI::detail::lexical_cast(text, value) && std::isfinite(value);
+        const bool ok = parsed && (lowOpen ? value > low : value >= low) && (highOpen ? value < high : value <= high) &&
+                        (!integer || value == std::floor(value));
+        return ok ? std::string() : "must be " + valid + ", got '" + text + "'";
+      },
+      valid);
+}
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+CLI::Validator atLeast(double low) { return numberCheck(low, false, kNoLimit, false, true); }
+CLI::Validator positiveReal() { return numberCheck(0, true, kNoLimit, false, false); }
+CLI::Validator nonNegativeReal() { return numberCheck(0, false, kNoLimit, false, false); }
+
+// What a per-layer --format item and a --candidates item accept (not 'adaptive': that is the whole
+// --format alone). Unknown names are reported with exactly this list.
+const std::string& fixedChoiceNames() {
+  static const std::string names = validFormatNames() + " (each optionally with +ef), fastest";
+  return names;
+}
+
+// `orAdaptive`: the item is the whole --format, where 'adaptive' (handled before this) is valid too.
+FormatSpec parseFixedChoice(const std::string& text, const std::string& where, bool orAdaptive = false) {
+  FormatSpec spec;
+  try {
+    spec = parseFormatSpec(text);
+  } catch (const Error&) {
+    ADAPREC_FAIL(ErrorCode::kInvalidArgument, where << ": unknown format '" << text << "'; valid: " << fixedChoiceNames()
+                                                    << (orAdaptive ? "; per layer as layer=format; or adaptive" : ""));
+  }
+  ADAPREC_CHECK_ARG(spec.selection != Selection::kAdaptive,
+                    where << ": 'adaptive' is only valid as the whole --format (the controller chooses one format "
+                             "for all layers); valid here: "
+                          << fixedChoiceNames());
+  return spec;
+}
+
+}  // namespace
 
 void addRunOptions(CLI::App& app, RunOptions& o) {
   TrainerConfig& t = o.trainer;
@@ -17,50 +73,67 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                                      "fully-connected layer holding ~97% of the parameters, CaffeNet's shape)")
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
-  app.add_option("--epochs", t.epochs, "Epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", t.epochs, "Epochs to train")->check(atLeast(1))->capture_default_str();
   app.add_option("--batch", t.batch, "Mini-batch size per rank (global batch = ranks x batch)")
-      ->check(CLI::PositiveNumber)
+      ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--lr", t.schedule.baseLr, "Learning rate for a global batch of --lr-batch images; the peak "
                                             "rate is scaled linearly to the real global batch (Goyal et al.)")
+      ->check(positiveReal())
       ->capture_default_str();
   app.add_option("--lr-batch", t.schedule.referenceBatch,
                  "Reference global batch of --lr (0: the per-rank --batch, i.e. lr x ranks at peak)")
+      ->check(atLeast(0))
       ->capture_default_str();
-  app.add_option("--momentum", t.momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--weight-decay", t.weightDecay, "L2 weight decay added to the gradient")->capture_default_str();
+  app.add_option("--momentum", t.momentum, "SGD momentum, in [0, 1)")
+      ->check(numberCheck(0, false, 1, true, false))
+      ->capture_default_str();
+  app.add_option("--weight-decay", t.weightDecay, "L2 weight decay added to the gradient")
+      ->check(nonNegativeReal())
+      ->capture_default_str();
   app.add_option("--schedule", t.schedule.kind, std::string("Learning-rate decay: ") + kScheduleKinds)
       ->check(CLI::IsMember({"const", "step", "poly", "cosine"}))
       ->capture_default_str();
   app.add_option("--warmup", t.schedule.warmupEpochs,
                  "Gradual warmup: epochs over which the rate ramps linearly from --lr to the scaled peak")
+      ->check(nonNegativeReal())
       ->capture_default_str();
   app.add_option("--milestones", t.schedule.milestones, "step schedule: epochs at which the rate is multiplied "
-                                                         "by --gamma");
-  app.add_option("--gamma", t.schedule.gamma, "step schedule: decay factor")->capture_default_str();
-  app.add_option("--power", t.schedule.power, "poly schedule: exponent")->capture_default_str();
+                                                         "by --gamma (increasing, each > 0; '2,4' or '2 4')")
+      ->check(positiveReal())
+      ->delimiter(',');
+  app.add_option("--gamma", t.schedule.gamma, "step schedule: decay factor (> 0)")
+      ->check(positiveReal())
+      ->capture_default_str();
+  app.add_option("--power", t.schedule.power, "poly schedule: exponent (> 0)")->check(positiveReal())->capture_default_str();
   app.add_option("--format", o.format,
                  "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, '+ef' for error "
                  "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")
       ->capture_default_str();
   app.add_option("--candidates", o.candidates, "--format adaptive: comma-separated candidate formats (any format, "
-                                               "'+ef' variants, 'fastest')")
+                                               "'+ef' variants, 'fastest'; each once)")
       ->capture_default_str();
-  app.add_option("--spec-steps", o.specSteps, "--format adaptive: steps of each candidate's speculative branch")
+  app.add_option("--spec-steps", o.specSteps, "--format adaptive: steps of each candidate's speculative branch "
+                                              "(>= --spec-evals)")
+      ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--spec-evals", o.specEvals, "--format adaptive: validation evaluations along each branch")
+      ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--phase-steps", o.phaseSteps, "--format adaptive: minimum continuation steps after each decision")
+      ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--max-overhead", o.maxOverhead,
                  "--format adaptive: the continuation after a decision is lengthened until the abandoned speculation "
                  "(other branches, evaluations) is at most this fraction of the phase's wall time, and every "
                  "candidate is predicted over the continuation it would get; 1: exactly --phase-steps")
-      ->check(CLI::Range(0.01, 1.0))
+      ->check(numberCheck(0.01, false, 1, false, false))
       ->capture_default_str();
   app.add_option("--val-images", o.validationImages, "--format adaptive: validation images per evaluation")
+      ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--holdout", o.holdout, "--format adaptive: training images held out as the validation set")
+      ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--rule", o.rule, "--format adaptive: 'gain' (largest predicted accuracy gain per second) or "
                                    "'risk' (largest probability of beating fp32's gain per second)")
@@ -83,6 +156,7 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                                      "accuracy, format per layer, bytes sent and bytes fp32 would have sent)");
   app.add_option("--checkpoint", t.checkpointDir, "Directory for checkpoints (atomic; one file per rank)");
   app.add_option("--checkpoint-every", t.checkpointEvery, "Steps between checkpoints (0: every epoch end)")
+      ->check(atLeast(0))
       ->capture_default_str();
   app.add_flag("--resume", t.resume, "Continue bit-identically from the latest checkpoint in --checkpoint "
                                      "(starts fresh if there is none yet)");
@@ -91,15 +165,27 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--synthetic", o.synthetic, "Train on a SYNTHETIC data set of N images (28x28, 10 classes) "
                                              "instead of --data; the test set is N/6 more")
+      ->check(atLeast(0))
       ->capture_default_str();
-  app.add_option("--train-limit", o.trainLimit, "Use only the first N training images (0: all)")->capture_default_str();
-  app.add_option("--test-limit", o.testLimit, "Use only the first N test images (0: all)")->capture_default_str();
-  app.add_option("--eval-every", t.evalEvery, "Steps between evaluations (0: every epoch end)")->capture_default_str();
+  app.add_option("--train-limit", o.trainLimit, "Use only the first N training images (0: all)")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  app.add_option("--test-limit", o.testLimit, "Use only the first N test images (0: all)")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  app.add_option("--eval-every", t.evalEvery, "Steps between evaluations (0: every epoch end)")
+      ->check(atLeast(0))
+      ->capture_default_str();
   app.add_option("--eval-samples", t.evalSamples, "Test images per intermediate evaluation (0: all; the final "
                                                   "evaluation always uses all)")
+      ->check(atLeast(0))
       ->capture_default_str();
-  app.add_option("--hash-every", t.hashEvery, "Steps between cross-rank weight-hash checks")->capture_default_str();
-  app.add_option("--max-steps", t.maxSteps, "Stop after this many steps in total (0: all epochs)")->capture_default_str();
+  app.add_option("--hash-every", t.hashEvery, "Steps between cross-rank weight-hash checks (0: only at evaluations)")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  app.add_option("--max-steps", t.maxSteps, "Stop after this many steps in total (0: all epochs)")
+      ->check(atLeast(0))
+      ->capture_default_str();
   app.add_option("--backend", t.backend, "Layer math backend")->check(CLI::IsMember({"eigen"}))->capture_default_str();
   app.add_flag("!--no-progress", t.progress, "No progress line");
 }
@@ -108,19 +194,28 @@ std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::ve
   std::vector<FormatSpec> out(layers.size());
   std::vector<bool> named(layers.size(), false);
   FormatSpec fallback;
+  bool haveFallback = false;
   std::stringstream ss(text);
   std::string item;
+  // A repeated layer (or two formats for "the rest") is refused: silently keeping the last one would
+  // run an experiment other than the one asked for.
   while (std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) {
-      fallback = parseFormatSpec(item);
+      ADAPREC_CHECK_ARG(!haveFallback, "--format '" << text << "' gives the unnamed layers two formats ('"
+                                                    << toString(fallback) << "' and '" << item
+                                                    << "'); give one, and name layers as layer=format");
+      fallback = parseFixedChoice(item, "--format", item == text);
+      haveFallback = true;
       continue;
     }
     const std::string layer = item.substr(0, eq);
     bool found = false;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       if (layers[i].name == layer) {
-        out[i] = parseFormatSpec(item.substr(eq + 1));
+        ADAPREC_CHECK_ARG(!named[i], "--format '" << text << "' names layer '" << layer
+                                                  << "' more than once; give each layer one format");
+        out[i] = parseFixedChoice(item.substr(eq + 1), "--format " + layer);
         named[i] = found = true;
       }
     }
@@ -132,6 +227,17 @@ std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::ve
     if (!named[i]) out[i] = fallback;
   }
   return out;
+}
+
+void checkCandidates(const std::string& text) {
+  std::set<std::string> seen;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    ADAPREC_CHECK_ARG(!item.empty(), "--candidates '" << text << "' has an empty entry");
+    parseFixedChoice(item, "--candidates");
+    ADAPREC_CHECK_ARG(seen.insert(item).second, "--candidates '" << text << "' names '" << item << "' more than once");
+  }
+  ADAPREC_CHECK_ARG(!seen.empty(), "--candidates is empty; valid entries: " << fixedChoiceNames());
 }
 
 RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
@@ -154,6 +260,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
   train.truncate(o.trainLimit);
   test.truncate(o.testLimit);
   const bool adaptive = o.format == "adaptive";
+  if (adaptive) checkCandidates(o.candidates);
   ADAPREC_CHECK(!adaptive || kHaveController, ErrorCode::kUnsupported,
                 "--format adaptive: this build has no precision controller (it needs the predictor and the communicator)");
   Dataset validation;

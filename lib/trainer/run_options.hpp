@@ -62,6 +62,10 @@ struct RunResult {
 RunResult runTraining(const RunOptions& options, MPI_Comm comm);
 
 // Per-layer format requests from "--format": "fp8" for every layer, or "fc1=table4,conv1=fp32,fp16".
+// A layer named twice, two unnamed formats, an unknown format or 'adaptive' are refused.
 std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::vector<LayerRange>& layers);
+
+// "--candidates": comma-separated formats, '+ef' variants and 'fastest', each once (not 'adaptive').
+void checkCandidates(const std::string& text);
 
 }  // namespace adaprec::trainer

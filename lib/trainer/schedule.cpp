@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <sstream>
 
 #include "adaprec/error.hpp"
 
@@ -16,6 +17,15 @@ void ScheduleConfig::check() const {
                                                                                << ", global batch " << globalBatch);
   ADAPREC_CHECK_ARG(warmupEpochs >= 0 && totalEpochs > 0, "warmup " << warmupEpochs << ", epochs " << totalEpochs);
   ADAPREC_CHECK_ARG(gamma > 0 && power > 0, "gamma " << gamma << ", power " << power);
+  bool increasing = true;
+  for (std::size_t i = 0; i < milestones.size(); ++i) {
+    increasing &= std::isfinite(milestones[i]) && milestones[i] > 0 && (i == 0 || milestones[i] > milestones[i - 1]);
+  }
+  if (!increasing) {
+    std::ostringstream list;
+    for (std::size_t i = 0; i < milestones.size(); ++i) list << (i ? "," : "") << milestones[i];
+    ADAPREC_FAIL(ErrorCode::kInvalidArgument, "--milestones must be increasing epochs > 0, got " << list.str());
+  }
 }
 
 double learningRate(const ScheduleConfig& c, double epoch) {

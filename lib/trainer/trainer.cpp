@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,12 +23,17 @@ double now() {
 constexpr std::size_t kEvalChunk = 500;
 
 // An MPI-wide verdict: every rank learns whether any rank failed, so nobody waits for a failed peer.
-void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::string& what) {
+void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::string& what,
+                  ErrorCode localCode = ErrorCode::kMalformedInput) {
   int failed = !localError.empty(), anyFailed = 0;
   MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm);
   if (!anyFailed) return;
-  if (failed) throw Error(ErrorCode::kMalformedInput, localError);  // already formatted: keep it as it was
-  ADAPREC_FAIL(ErrorCode::kMismatch, what << " failed on another rank");
+  if (failed) throw AgreedError(localCode, localError);  // already formatted: keep it as it was
+  try {
+    ADAPREC_FAIL(ErrorCode::kMismatch, what << " failed on another rank");
+  } catch (const Error& e) {
+    throw AgreedError(e.code(), e.what());
+  }
 }
 
 }  // namespace
@@ -55,6 +61,13 @@ Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset tes
   model_->initialize(rng_);
   sgd_ = std::make_unique<MomentumSgd>(model_->parameters().size(), config_.momentum, config_.weightDecay);
   if (!config_.checkpointDir.empty()) checkpoints_ = std::make_unique<CheckpointDirectory>(config_.checkpointDir, comm_);
+  // This run's identity in its checkpoints: drawn on rank 0, the same on every rank; a resume replaces
+  // it with the checkpoint's. Not derived from the seed, so two runs of one command differ.
+  if (rank_ == 0) {
+    std::random_device device;
+    runId_ = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }
+  MPI_Bcast(&runId_, 1, MPI_UINT64_T, 0, comm_);
   images_.resize(static_cast<std::size_t>(config_.batch) * train_.pixelsPerImage());
   labels_.resize(static_cast<std::size_t>(config_.batch));
   startTime_ = progressTime_ = now();
@@ -94,9 +107,14 @@ void Trainer::step() {
   const std::size_t first = (inEpoch * size_ + rank_) * b;
   train_.gather(std::span(order_).subspan(first, b), images_.data(), labels_.data());
   StepResult r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data());
-  ADAPREC_CHECK(std::isfinite(r.loss), ErrorCode::kInternal,
-                "training diverged: loss " << r.loss << " at step " << step_ << " on rank " << rank_
-                                           << " (lower --lr?)");
+  if (!std::isfinite(r.loss)) {
+    const double at = static_cast<double>(step_) / stepsPerEpoch_;
+    std::ostringstream os;
+    os << "training diverged: the training loss is " << r.loss << " at step " << step_ << " (epoch " << at
+       << ", learning rate " << learningRate(config_.schedule, at) << ") on rank " << rank_
+       << "; lower --lr, lengthen --warmup or use a less lossy --format";
+    throw TrainingDiverged(os.str());
+  }
   ReduceStats rs = reducer_->reduce(model_->gradients(), model_->layerRanges());
   wireBytes_ += rs.wireBytes;
   fp32Bytes_ += rs.fp32Bytes;
@@ -121,11 +139,36 @@ void Trainer::setValidationSet(Dataset validation) {
 }
 
 void Trainer::logLine(const std::string& json) {
-  if (rank_ == 0 && log_.is_open()) {
-    log_ << json << "\n";
-    log_.flush();
-    logBytes_ += json.size() + 1;
+  if (rank_ == 0) writeLogLine(json);
+}
+
+void Trainer::writeLogLine(const std::string& line) {
+  // Every record is flushed at once (decisions and evaluations are what a killed or crashed run leaves
+  // behind) and the stream checked; the first failure is kept and reported collectively by checkLog().
+  if (!log_.is_open() || !logError_.empty()) return;
+  errno = 0;
+  log_ << line << "\n";
+  log_.flush();
+  if (!log_) {
+    logError_ = logWriteError("write");
+    return;
   }
+  logBytes_ += line.size() + 1;
+}
+
+std::string Trainer::logWriteError(const char* what) const {
+  const int err = errno;
+  try {
+    ADAPREC_FAIL(ErrorCode::kIo, "cannot " << what << " log " << config_.logPath << ": "
+                                           << (err != 0 ? std::strerror(err) : "the stream reported a failure"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+void Trainer::checkLog() {
+  // Collective: a log rank 0 cannot write fails the job on every rank, not only rank 0.
+  agreeOrThrow(comm_, logError_, "writing the log", ErrorCode::kIo);
 }
 
 Evaluation Trainer::evaluateOn(const Dataset& data, std::size_t maxSamples) {
@@ -177,6 +220,9 @@ TrainerSnapshot Trainer::snapshot() const {
   TrainerSnapshot s;
   s.step = step_;
   s.fingerprint = fingerprint();
+  s.runId = runId_;
+  s.rank = static_cast<std::uint32_t>(rank_);
+  s.ranks = static_cast<std::uint32_t>(size_);
   s.parameters.assign(model_->parameters().begin(), model_->parameters().end());
   s.velocity = sgd_->velocity();
   std::ostringstream rng;
@@ -200,6 +246,11 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   ADAPREC_CHECK(s.fingerprint == fingerprint(), ErrorCode::kMismatch,
                 "checkpoint is for a different run: it has '" << s.fingerprint << "', this run is '" << fingerprint()
                                                              << "'");
+  ADAPREC_CHECK(s.ranks == static_cast<std::uint32_t>(size_), ErrorCode::kMismatch,
+                "checkpoint state was written by a run of " << s.ranks << " ranks; this run has " << size_);
+  ADAPREC_CHECK(s.rank == static_cast<std::uint32_t>(rank_), ErrorCode::kMismatch,
+                "checkpoint state is rank " << s.rank << "'s, this is rank " << rank_
+                                            << " (rank files swapped or renamed?)");
   ADAPREC_CHECK(s.parameters.size() == model_->parameters().size() && s.velocity.size() == s.parameters.size(),
                 ErrorCode::kMalformedInput, "checkpoint parameter count does not match the model");
   std::copy(s.parameters.begin(), s.parameters.end(), model_->parameters().begin());
@@ -211,6 +262,7 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   controllerState_ = s.controllerState;
   nlohmann::json c = nlohmann::json::parse(s.counters);
   step_ = s.step;
+  runId_ = s.runId;
   lossSum_ = c.at("loss_sum").get<double>();
   lossSteps_ = c.at("loss_steps").get<std::uint64_t>();
   if (mode == RestoreMode::kBranch) return;
@@ -237,6 +289,27 @@ void Trainer::resumeFromCheckpoint() {
   if (!have) {
     if (rank_ == 0) std::fprintf(stderr, "no checkpoint in %s yet: starting from step 0\n", config_.checkpointDir.c_str());
     return;
+  }
+  // Each rank must hold its own state of one and the same run: a swapped pair of rank files, or a file
+  // of another run copied in, would otherwise resume with exchanged or foreign error-feedback residuals.
+  const std::string path = checkpoints_->rankFile(s.step, rank_);
+  if (s.ranks != static_cast<std::uint32_t>(size_) || s.rank != static_cast<std::uint32_t>(rank_)) {
+    std::ostringstream os;
+    os << "adaprec: checkpoint " << path << " holds the state of rank " << s.rank << " of a " << s.ranks
+       << "-rank run, but is read by rank " << rank_ << " of " << size_
+       << " (rank files swapped, renamed or copied from another job?)";
+    error = os.str();
+  }
+  agreeOrThrow(comm_, error, "checking the checkpoint's rank", ErrorCode::kMismatch);
+  std::uint64_t lowId = 0, highId = 0;
+  MPI_Allreduce(&s.runId, &lowId, 1, MPI_UINT64_T, MPI_MIN, comm_);
+  MPI_Allreduce(&s.runId, &highId, 1, MPI_UINT64_T, MPI_MAX, comm_);
+  if (lowId != highId) {
+    std::ostringstream os;
+    os << "adaprec: checkpoint files of step " << s.step << " in " << config_.checkpointDir
+       << " come from different runs: " << path << " (rank " << rank_ << ") has run id " << std::hex << s.runId
+       << ", the ranks' files range from " << lowId << " to " << highId << " (a rank file copied in from another run?)";
+    throw AgreedError(ErrorCode::kMismatch, os.str());
   }
   try {
     restore(s);
@@ -269,7 +342,10 @@ void Trainer::trimLogForResume() {
 }
 
 void Trainer::saveCheckpoint() {
-  if (checkpoints_) checkpoints_->save(snapshot());
+  if (!checkpoints_) return;
+  // A checkpoint records how many log bytes belong to it: those bytes must have been written.
+  checkLog();
+  checkpoints_->save(snapshot());
 }
 
 void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson) {
@@ -300,12 +376,7 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   j["bytes_fp32"] = bytes[1];
   j["comm_s"] = commSeconds_;   // rank 0's
   j.update(nlohmann::json::parse(extraJson));
-  if (log_.is_open()) {
-    const std::string line = j.dump();
-    log_ << line << "\n";
-    log_.flush();
-    logBytes_ += line.size() + 1;
-  }
+  writeLogLine(j.dump());
 }
 
 void Trainer::printProgress(bool force) {
@@ -339,10 +410,16 @@ void Trainer::printProgress(bool force) {
 Evaluation Trainer::train(StepHook* hook) {
   if (config_.resume) resumeFromCheckpoint();
   if (rank_ == 0 && !config_.logPath.empty()) {
-    if (step_ > 0) trimLogForResume();
-    log_.open(config_.logPath, step_ > 0 ? std::ios::app : std::ios::trunc);
-    ADAPREC_CHECK(log_.good(), ErrorCode::kIo, "cannot open log file " << config_.logPath);
+    try {
+      if (step_ > 0) trimLogForResume();
+      errno = 0;
+      log_.open(config_.logPath, step_ > 0 ? std::ios::app : std::ios::trunc);
+      if (!log_.good()) logError_ = logWriteError("open");
+    } catch (const Error& e) {
+      logError_ = e.what();
+    }
   }
+  if (!config_.logPath.empty()) checkLog();
   const std::uint64_t end = totalSteps();
   Evaluation last;
   bool haveLast = false;
@@ -361,6 +438,7 @@ Evaluation Trainer::train(StepHook* hook) {
       printProgress(true);
       Evaluation e = evaluate(step_ == end ? 0 : config_.evalSamples);
       logEvaluation(e);
+      checkLog();
       last = e;
       haveLast = step_ == end;
       if (rank_ == 0 && config_.progress) {
@@ -374,10 +452,21 @@ Evaluation Trainer::train(StepHook* hook) {
     if (checkpoints_ && (checkpointNow || step_ == end)) saveCheckpoint();
   }
   if (hook != nullptr) hook->finish(*this);
-  if (haveLast) return last;
-  last = evaluate(0);
-  logEvaluation(last);
+  if (!haveLast) {
+    last = evaluate(0);
+    logEvaluation(last);
+  }
+  closeLog();
   return last;
+}
+
+void Trainer::closeLog() {
+  if (rank_ == 0 && log_.is_open() && logError_.empty()) {
+    errno = 0;
+    log_.close();
+    if (log_.fail()) logError_ = logWriteError("write");
+  }
+  checkLog();
 }
 
 }  // namespace adaprec::trainer

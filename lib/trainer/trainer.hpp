@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "adaprec/error.hpp"
 #include "backend.hpp"
 #include "checkpoint.hpp"
 #include "dataset.hpp"
@@ -49,6 +50,24 @@ struct TrainerConfig {
   bool progress = true;            // rank 0 progress line on stderr
   std::uint64_t maxSteps = 0;      // stop after this many steps in total (0: run all epochs)
   std::string formatLabel = "fp32";  // what the progress line shows as the format
+};
+
+// Thrown by Trainer::step on a rank whose training loss became NaN or infinite. It is an outcome of the
+// run's settings (learning rate, warmup, a too lossy format), not a fault in AdaPrec; adaprec-train
+// reports it in one line and exits with kDivergedExitCode.
+class TrainingDiverged : public Error {
+ public:
+  explicit TrainingDiverged(const std::string& message) : Error(ErrorCode::kInvalidArgument, message) {}
+};
+inline constexpr int kDivergedExitCode = 3;
+
+// An error every rank of the trainer's communicator throws at the same point (a verdict agreed with
+// MPI_Allreduce: an unreadable or foreign checkpoint, an unwritable log). Each rank holds its own
+// message, and a caller may end MPI normally on every rank instead of aborting the job, so that every
+// rank's message is printed before the job ends.
+class AgreedError : public Error {
+ public:
+  AgreedError(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
 
 class Trainer;
@@ -125,6 +144,10 @@ class Trainer {
   void resumeFromCheckpoint();
   void saveCheckpoint();
   void trimLogForResume();
+  void writeLogLine(const std::string& line);  // rank 0; a failure is kept in logError_
+  std::string logWriteError(const char* what) const;  // the message for a failed open/write, with errno's text
+  void checkLog();                             // collective: throws Error(kIo) on every rank if a write failed
+  void closeLog();                             // collective: closes (flushes) the log and checks it
 
   TrainerConfig config_;
   MPI_Comm comm_;
@@ -138,6 +161,7 @@ class Trainer {
   std::mt19937_64 rng_;
   std::uint64_t stepsPerEpoch_ = 0;
   std::uint64_t step_ = 0;
+  std::uint64_t runId_ = 0;  // identity of this run in its checkpoints (same on every rank)
   std::uint64_t orderEpoch_ = UINT64_MAX;
   std::vector<std::uint32_t> order_;
   std::vector<float> images_;
@@ -155,6 +179,7 @@ class Trainer {
   std::uint64_t progressStep_ = 0;
   double lastThroughput_ = 0;
   std::ofstream log_;
+  std::string logError_;  // rank 0: the first failed log write, reported by checkLog()
   // Bytes this run's log holds (rank 0): saved in checkpoints so that a resume cuts the log back to the
   // checkpoint, dropping records of steps that the resumed run will redo.
   std::uint64_t logBytes_ = 0;

@@ -161,3 +161,52 @@ TEST_CASE("adaprec-predict --prior-runs learns the prior from finished runs", "[
   CHECK(twoRuns.status == 2);
   CHECK(twoRuns.err.find("runs 0 to 1") != std::string::npos);
 }
+
+TEST_CASE("adaprec-predict --plot failures are one line, before the fit where possible", "[predictor][cli]") {
+  const Result missingDir = run("--input {in} --at 1000 --plot /nonexistent/x.png", kTwoCurves);
+  INFO(missingDir.err);
+  CHECK(missingDir.status == 2);
+  CHECK(countLines(missingDir.err) == 1);
+  CHECK(missingDir.err.find("/nonexistent") != std::string::npos);
+  CHECK(missingDir.err.find("does not exist") != std::string::npos);
+  CHECK(missingDir.err.find("Traceback") == std::string::npos);
+  CHECK(missingDir.out.empty());  // refused before anything was predicted
+
+  // A plot script that fails anyway (here: on purpose) is reported in one line with its exception.
+  const fs::path script = fs::temp_directory_path() / ("adaprec-failing-plot-" + std::to_string(::getpid()) + ".py");
+  std::ofstream(script) << "import sys\nprint('drawing')\nraise RuntimeError('cannot draw here')\n";
+  ::setenv("ADAPREC_PLOT_SCRIPT", script.c_str(), 1);
+  const Result failing = run("--input {in} --at 1000 --plot " + (fs::temp_directory_path() / "x.png").string(), kTwoCurves);
+  ::unsetenv("ADAPREC_PLOT_SCRIPT");
+  fs::remove(script);
+  INFO(failing.err);
+  CHECK(failing.status == 1);
+  CHECK(countLines(failing.err) == 1);
+  CHECK(failing.err.find("RuntimeError: cannot draw here") != std::string::npos);
+  CHECK(failing.err.find("Traceback") == std::string::npos);
+}
+
+TEST_CASE("adaprec-predict --method mcmc thins long curves and says so", "[predictor][cli]") {
+  std::ostringstream csv;
+  csv << "step,value\n";
+  for (int i = 1; i <= 600; ++i) csv << i * 10 << ',' << 0.8 - 0.5 / std::sqrt(1.0 + i * 0.05) << '\n';
+  const Result capped = run("--input - --at 20000 --json --method mcmc --mcmc-max-points 50", csv.str());
+  INFO(capped.err);
+  REQUIRE(capped.status == 0);
+  const auto j = nlohmann::json::parse(capped.out);
+  CHECK(j.at("mcmc_max_points") == 50);
+  CHECK(j.at("mcmc_points").at(0).at("points") == 600);
+  CHECK(j.at("mcmc_points").at(0).at("used") == 50);
+  CHECK(capped.err.find("thinned from 600 to 50 points") != std::string::npos);
+  CHECK(std::isfinite(j.at("predictions").at(0).at("mean").get<double>()));
+
+  const Result byDefault = run("--input - --at 20000 --json --method mcmc", csv.str());
+  REQUIRE(byDefault.status == 0);
+  const auto d = nlohmann::json::parse(byDefault.out);
+  CHECK(d.at("mcmc_max_points") == 500);
+  CHECK(d.at("mcmc_points").at(0).at("used") == 500);
+
+  const Result bad = run("--input - --at 20000 --mcmc-max-points 5", csv.str());
+  CHECK(bad.status != 0);
+  CHECK((bad.out + bad.err).find("0 (all points) or an integer >= 10") != std::string::npos);
+}

@@ -51,7 +51,7 @@ def read_checkpoint(path):
     if len(data) < 24 or data[:8] != b"ADAPRCKP":
         fail(f"{path}: not a checkpoint ({len(data)} bytes)")
     version, payload_bytes = struct.unpack_from("<IQ", data, 8)
-    if version != 1 or len(data) != 20 + payload_bytes + 4:
+    if version != 2 or len(data) != 20 + payload_bytes + 4:
         fail(f"{path}: version {version}, {len(data)} bytes for a {payload_bytes}-byte payload (half-written?)")
     payload = data[20:20 + payload_bytes]
     (stored_crc,) = struct.unpack_from("<I", data, 20 + payload_bytes)
@@ -65,7 +65,8 @@ def read_checkpoint(path):
         start = at + 12 + name_len
         sections[name] = payload[start:start + n]
         at = start + n
-    for name in ("step", "fingerprint", "parameters", "velocity", "rng", "reducer", "controller", "counters"):
+    for name in ("step", "fingerprint", "identity", "parameters", "velocity", "rng", "reducer", "controller",
+                 "counters"):
         if name not in sections:
             fail(f"{path}: section {name} missing")
     sections["step"] = struct.unpack("<Q", sections["step"])[0]

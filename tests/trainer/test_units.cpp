@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -86,6 +87,12 @@ TEST_CASE("linear scaling rule, gradual warmup and decays", "[trainer][schedule]
   CHECK(learningRate(c, 45.0) == Approx(0.2));
   c.kind = "linear-ish";
   CHECK_THROWS_AS(c.check(), Error);
+  c.kind = "step";
+  CHECK_NOTHROW(c.check());
+  for (const std::vector<double>& bad : {std::vector<double>{-1}, {0}, {60, 30}, {30, 30}}) {
+    c.milestones = bad;
+    CHECK(errorMessage([&] { c.check(); }).find("--milestones must be increasing epochs > 0") != std::string::npos);
+  }
 }
 
 TEST_CASE("momentum SGD with weight decay matches the closed form", "[trainer][sgd]") {
@@ -136,6 +143,33 @@ TEST_CASE("checkpoint bytes round-trip and damage is rejected", "[trainer][check
   std::vector<std::uint8_t> other = bytes;
   other[0] = 'X';
   CHECK(errorMessage([&] { deserializeSnapshot(other, "ckpt-C"); }).find("bad magic") != std::string::npos);
+}
+
+TEST_CASE("checkpoints carry the run identity; version 1 files are refused", "[trainer][checkpoint]") {
+  TrainerSnapshot s;
+  s.step = 7;
+  s.runId = 0x0123456789abcdefull;
+  s.rank = 3;
+  s.ranks = 4;
+  s.counters = "{}";
+  const std::vector<std::uint8_t> bytes = serializeSnapshot(s);
+  std::uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  CHECK(version == kCheckpointVersion);
+  CHECK(kCheckpointVersion == 2);
+  const TrainerSnapshot back = deserializeSnapshot(bytes, "memory");
+  CHECK(back.runId == s.runId);
+  CHECK(back.rank == 3);
+  CHECK(back.ranks == 4);
+  // The version sits outside the CRC-covered payload: a file that says version 1 gets the clear message.
+  std::vector<std::uint8_t> old = bytes;
+  const std::uint32_t one = 1;
+  std::memcpy(old.data() + 8, &one, 4);
+  const std::string msg = errorMessage([&] { deserializeSnapshot(old, "ckpt-old"); });
+  INFO(msg);
+  CHECK(msg.find("ckpt-old") != std::string::npos);
+  CHECK(msg.find("version 1") != std::string::npos);
+  CHECK(msg.find("without --resume") != std::string::npos);
 }
 
 TEST_CASE("atomic write leaves no temporary file", "[trainer][checkpoint]") {
@@ -217,4 +251,15 @@ TEST_CASE("per-layer format requests", "[trainer][formats]") {
   CHECK(f[2].errorFeedback);
   CHECK(errorMessage([&] { parseLayerFormats("fc9=fp8", layers); }).find("conv1, fc1, fc2") != std::string::npos);
   CHECK_THROWS_AS(parseLayerFormats("fp7", layers), Error);
+  CHECK(errorMessage([&] { parseLayerFormats("fc1=table4,fc1=fp16", layers); }).find("'fc1' more than once") !=
+        std::string::npos);
+  CHECK(errorMessage([&] { parseLayerFormats("fp16,fc1=fp8,fp8", layers); }).find("two formats") != std::string::npos);
+  const std::string adaptive = errorMessage([&] { parseLayerFormats("fc1=adaptive", layers); });
+  CHECK(adaptive.find("only valid as the whole --format") != std::string::npos);
+  const std::string unknown = errorMessage([&] { parseLayerFormats("fc2=fp7", layers); });
+  CHECK(unknown.find("fastest") != std::string::npos);
+  CHECK(unknown.find("adaptive") == std::string::npos);
+  CHECK_NOTHROW(checkCandidates("fp32,fp16+ef,fastest"));
+  CHECK(errorMessage([] { checkCandidates("fp16,fp16"); }).find("more than once") != std::string::npos);
+  CHECK(errorMessage([] { checkCandidates("fp16,,fp8"); }).find("empty entry") != std::string::npos);
 }

@@ -4,7 +4,9 @@
 //                   [--prior-runs finished.csv]
 //
 // Prints `curve,step,mean,std,q05,q95` (one line per curve and requested step) or JSON. Input errors
-// name the line and exit with status 2; other failures exit 1.
+// (and a --plot path whose directory cannot be written) exit with status 2; other failures exit 1.
+// --method mcmc fits at most --mcmc-max-points points per curve (evenly thinned; its cost grows
+// linearly with the points, ~5 ms each: 10^5 points took 299 s), and says so.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -26,6 +28,33 @@ namespace ap = adaprec::predictor;
 
 namespace {
 constexpr int kPlotSteps = 120;
+constexpr std::size_t kDefaultMcmcMaxPoints = 500;
+
+// Keeps `limit` points of the curve, evenly spread by index, the first and the last included.
+ap::Curve thinned(const ap::Curve& curve, std::size_t limit) {
+  const std::size_t n = curve.steps.size();
+  if (limit == 0 || n <= limit) return curve;
+  ap::Curve out;
+  for (std::size_t k = 0; k < limit; ++k) {
+    const std::size_t i = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(n - 1) / (limit - 1) + 0.5);
+    out.steps.push_back(curve.steps[i]);
+    out.values.push_back(curve.values[i]);
+    if (!curve.sampleCounts.empty()) out.sampleCounts.push_back(curve.sampleCounts[i]);
+  }
+  return out;
+}
+
+// --plot: refuse a path that cannot be written before spending the fit on it.
+void checkPlotPath(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path dir = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code ec;
+  ADAPREC_CHECK_ARG(std::filesystem::is_directory(dir, ec),
+                    "--plot " << path << ": directory " << dir.string() << " does not exist");
+  ADAPREC_CHECK_ARG(::access(dir.c_str(), W_OK) == 0,
+                    "--plot " << path << ": directory " << dir.string() << " is not writable");
+  ADAPREC_CHECK_ARG(!std::filesystem::is_directory(path, ec), "--plot " << path << " is a directory, not a file name");
+}
 
 ap::CurveTable readTable(const std::string& path) {
   if (path == "-") return ap::readCurvesCsv(std::cin);
@@ -89,12 +118,25 @@ void plot(const ap::CurveTable& table, const ap::Posterior& posterior, double la
       }
     }
   }
+  // The script's own output (a Python traceback when it fails) is kept aside; a failure is reported in
+  // one line with the script's last line, the exception.
+  const std::filesystem::path errors = dir / "plot-stderr.txt";
   const std::string command = shellQuote(python()) + " " + shellQuote(plotScript()) + " --observed " +
                               shellQuote((dir / "observed.csv").string()) + " --predicted " +
-                              shellQuote((dir / "predicted.csv").string()) + " --output " + shellQuote(output);
+                              shellQuote((dir / "predicted.csv").string()) + " --output " + shellQuote(output) +
+                              " > " + shellQuote(errors.string()) + " 2>&1";
   const int rc = std::system(command.c_str());
+  std::string last;
+  {
+    std::ifstream in(errors);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+    }
+  }
   std::filesystem::remove_all(dir);
-  ADAPREC_CHECK(rc == 0, adaprec::ErrorCode::kIo, "plot command failed (status " << rc << "): " << command);
+  ADAPREC_CHECK(rc == 0, adaprec::ErrorCode::kIo,
+                "--plot " << output << ": the plot script failed (status " << rc << ")" << (last.empty() ? "" : ": ")
+                          << last);
 }
 }  // namespace
 
@@ -105,12 +147,26 @@ int main(int argc, char** argv) {
   std::vector<std::string> families;
   bool json = false, latent = false;
   std::uint64_t seed = 1;
+  std::size_t mcmcMaxPoints = kDefaultMcmcMaxPoints;
   app.add_option("--input", input, "CSV with header step,value[,curve][,n]; '-' reads stdin")->required();
   app.add_option("--at", at, "steps to predict at, comma-separated")->required()->delimiter(',');
   app.add_flag("--json", json, "print JSON instead of CSV");
   app.add_option("--plot", plotPath, "also draw points, mean and 90% band to this PNG (python3 + matplotlib)");
-  app.add_option("--method", method, "fast (quadrature posterior) or mcmc (reference sampler)")
+  app.add_option("--method", method, "fast (quadrature posterior) or mcmc (reference sampler; fits at most "
+                                     "--mcmc-max-points points per curve)")
       ->check(CLI::IsMember({"fast", "mcmc"}));
+  app.add_option("--mcmc-max-points", mcmcMaxPoints,
+                 "--method mcmc: a longer curve is thinned evenly (first and last kept) to this many points, since "
+                 "the sampler's time grows with the points (~5 ms each); reported on stderr and as mcmc_points in "
+                 "JSON. 0: all points")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;
+            const bool ok = CLI::detail::lexical_cast(text, v) && v == std::floor(v) && (v == 0 || (v >= 10 && v <= 1e9));
+            return ok ? std::string() : "must be 0 (all points) or an integer >= 10, got '" + text + "'";
+          },
+          "0 or >= 10"))
+      ->capture_default_str();
   app.add_option("--families", families, "families to mix (default all): pow3,log_power,vapor_pressure,weibull,ilog2")
       ->delimiter(',');
   app.add_flag("--latent", latent, "predict the noise-free curve instead of a future observation");
@@ -126,6 +182,7 @@ int main(int argc, char** argv) {
     for (double step : at) {
       ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0, "--at: steps must be finite and >= 0, got " << step);
     }
+    if (!plotPath.empty()) checkPlotPath(plotPath);
     const ap::CurveTable table = readTable(input);
     ADAPREC_CHECK(table.runs.front() == table.runs.back(), adaprec::ErrorCode::kMalformedInput,
                   "--input: the curves of one run are predicted together; found runs " << table.runs.front()
@@ -140,12 +197,29 @@ int main(int argc, char** argv) {
       model.gainAtStepScale = true;
       model = ap::learnPriorFromRuns(ap::curvesByRun(readTable(priorRuns)), model);
     }
-    const ap::Posterior posterior = fit(table.curves, model, method, seed);
+    std::vector<ap::Curve> fitted = table.curves;
+    nlohmann::json mcmcPoints = nlohmann::json::array();
+    if (method == "mcmc") {
+      for (std::size_t c = 0; c < fitted.size(); ++c) {
+        const std::size_t all = fitted[c].steps.size();
+        fitted[c] = thinned(fitted[c], mcmcMaxPoints);
+        mcmcPoints.push_back({{"curve", table.ids[c]}, {"points", all}, {"used", fitted[c].steps.size()}});
+        if (fitted[c].steps.size() < all) {
+          std::fprintf(stderr, "adaprec-predict: --method mcmc: curve %ld thinned from %zu to %zu points "
+                               "(--mcmc-max-points)\n", table.ids[c], all, fitted[c].steps.size());
+        }
+      }
+    }
+    const ap::Posterior posterior = fit(fitted, model, method, seed);
     ap::PredictOptions po;
     po.observationNoise = !latent;
 
     nlohmann::json out;
     out["method"] = method;
+    if (method == "mcmc") {
+      out["mcmc_max_points"] = mcmcMaxPoints;
+      out["mcmc_points"] = mcmcPoints;  // per curve: points read, points the sampler used
+    }
     out["predictions"] = nlohmann::json::array();
     if (!json) std::printf("curve,step,mean,std,q05,q95\n");
     for (std::size_t c = 0; c < table.curves.size(); ++c) {

@@ -1,19 +1,38 @@
 // adaprec-train: data-parallel training of an MLP or a small CNN on Fashion-MNIST (or any MNIST-format
 // directory) with gradients summed by AdaPrec. Run as `mpirun -np 4 adaprec-train ...`; a single
 // process without mpirun works too. `adaprec-train --help` documents every option.
+//
+// Exit status: 0 success; 1 an error (every rank fails: an error all ranks agreed on ends MPI normally
+// on every rank, any other aborts the job); CLI11's codes (> 100) for options it cannot parse or that are
+// out of range; 3 (kDivergedExitCode) the training loss became NaN or infinite.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "adaprec/error.hpp"
 #include "trainer/run_options.hpp"
 
+namespace {
+
+// Ends the job with `code` on every rank: one failing rank must not leave its peers waiting in a
+// collective. A single process has no peers, and MPI_Abort would only add Open MPI's banner.
+[[noreturn]] void endJob(int size, int code) {
+  std::fflush(stderr);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  MPI_Finalize();
+  std::exit(code);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rank = 0;
+  int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   adaprec::trainer::RunOptions options;
   CLI::App app{"Data-parallel training with adaptive-precision gradient allreduce (AdaPrec)."};
@@ -33,11 +52,18 @@ int main(int argc, char** argv) {
   }
   try {
     adaprec::trainer::runTraining(options, MPI_COMM_WORLD);
-  } catch (const std::exception& e) {
+  } catch (const adaprec::trainer::TrainingDiverged& e) {
+    std::fprintf(stderr, "adaprec-train: %s\n", e.what());
+    endJob(size, adaprec::trainer::kDivergedExitCode);
+  } catch (const adaprec::trainer::AgreedError& e) {
+    // Every rank is here with its own message: end normally, so that none is cut off by an abort.
     std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, e.what());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
     return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, e.what());
+    endJob(size, 1);
   }
   MPI_Finalize();
   return 0;

@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""Messages of adaprec-bench and adaprec-codec-bench for values they cannot use.
+
+    bench_cli_check.py ADAPREC_BENCH ADAPREC_CODEC_BENCH
+
+Each case must fail (non-zero exit, no traceback, no bare `std::bad_alloc`, no CLI11 "not in range 0 to
+1.797...e308") with a message that names the option and says what is valid. Exits 77 when the benchmarks
+were not built, 1 when a case fails.
+"""
+import os
+import subprocess
+import sys
+
+failures = []
+
+
+def case(name, command, must_contain):
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    text = proc.stdout
+    listed = text.split("valid", 1)[1] if "valid" in text else ""
+    ok = (proc.returncode != 0 and all(s in text for s in must_contain) and "bad_alloc" not in text
+          and "adaptive" not in listed
+          and "e+308" not in text and "nan" not in text and "inf " not in text)
+    print(f"{name:60s} {'ok' if ok else 'FAIL'}", flush=True)
+    if not ok:
+        failures.append(name)
+        print(f"  exit {proc.returncode}:\n  " + text[-1500:].replace("\n", "\n  "), flush=True)
+
+
+def main():
+    bench, codec = sys.argv[1], sys.argv[2]
+    if not (os.path.exists(bench) and os.path.exists(codec)):
+        print("SKIP: benchmarks not built (-Dbench=false)")
+        return 77
+    loop = [bench, "--transport", "loopback", "--ranks", "2", "-n", "1", "-w", "0"]
+    case("adaprec-bench -f 1 with -b < -e", loop + ["-b", "4", "-e", "1K", "-f", "1"], ["-f 1", "-f > 1", "-b = -e"])
+    case("adaprec-bench -f 0.5", loop + ["-f", "0.5"], ["--stepfactor", ">= 1"])
+    case("adaprec-bench -n 0", loop + ["-n", "0"], ["--iters", "integer >= 1"])
+    case("adaprec-bench -w -1", loop + ["-w", "-1"], ["--warmup_iters", "integer >= 0"])
+    case("adaprec-bench -c 2", loop + ["-c", "2"], ["--check", "[0, 1]"])
+    case("adaprec-bench --ranks 0", loop + ["--ranks", "0"], ["--ranks", "integer >= 1"])
+    for formats in ("fp16,bogus", "fp16,adaptive"):
+        case(f"adaprec-bench --formats {formats} (the list omits 'adaptive')", loop + ["--formats", formats],
+             ["--formats", "fastest", "or all"])
+    case("adaprec-codec-bench -n 0", [codec, "-n", "0", "-f", "fp16"], ["--count", "integer"])
+    case("adaprec-codec-bench -n 1e11", [codec, "-n", "1e11", "-f", "fp16"], ["-n 100000000000", "GiB", "smaller -n"])
+    case("adaprec-codec-bench -n 100000000000", [codec, "-n", "100000000000", "-f", "fp16"], ["smaller -n"])
+    case("adaprec-codec-bench -r 0", [codec, "-r", "0", "-f", "fp16"], ["--reps", "integer >= 1"])
+    # A good run still works (and the valid ones print no nan).
+    proc = subprocess.run([codec, "-n", "1000", "-r", "1", "-f", "fp16"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    ok = proc.returncode == 0 and "fp16" in proc.stdout and "nan" not in proc.stdout
+    print(f"{'adaprec-codec-bench -n 1000 runs':60s} {'ok' if ok else 'FAIL'}")
+    if not ok:
+        failures.append("codec -n 1000")
+        print(proc.stdout[-1500:])
+    print(f"{len(failures)} case(s) failed" if failures else "all cases passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""What adaprec-train says and how it exits when something is wrong.
+
+    cli_check.py ADAPREC_TRAIN MPIRUN [MPIRUN_ARGS...]
+
+Single-process runs (no mpirun; a singleton MPI job):
+  * a log that cannot be written (--log /dev/full) fails with one line naming the path and errno's text;
+  * a diverging run (huge --lr) exits 3 with one "training diverged" line, not an "[internal error]";
+  * numeric options out of range say what is valid (no "1.797...e308"), list options are checked;
+  * a layer named twice in --format, and format lists that offer 'adaptive' where it is refused.
+Under `mpirun -np 2`:
+  * swapping rank 0's and rank 1's checkpoint files is refused on resume, naming the file and the rank;
+  * a rank file copied in from another run of the same command is refused ("different runs").
+Exit 0 when every case passes, 1 otherwise.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SMALL = ["--model", "mlp", "--synthetic", "400", "--batch", "16", "--epochs", "1", "--no-progress"]
+failures = []
+
+
+def run(command):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def expect(name, ok, detail):
+    print(f"{name:70s} {'ok' if ok else 'FAIL'}", flush=True)
+    if not ok:
+        failures.append(name)
+        print("  " + detail.strip().replace("\n", "\n  ")[-2000:], flush=True)
+
+
+def lines(text):
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def check_single(train):
+    rc, _, err = run([train] + SMALL + ["--log", "/dev/full"])
+    expect("--log /dev/full fails with one line naming the path and ENOSPC",
+           rc != 0 and len(lines(err)) == 1 and "/dev/full" in err and "No space left on device" in err,
+           f"exit {rc}, stderr:\n{err}")
+
+    rc, _, err = run([train] + SMALL + ["--lr", "1e6"])
+    expect("divergence: exit 3, one 'training diverged' line, no internal-error tag",
+           rc == 3 and len(lines(err)) == 1 and "training diverged" in err and "internal error" not in err,
+           f"exit {rc}, stderr:\n{err}")
+
+    for args, valid in [(["--epochs", "0"], "integer >= 1"), (["--batch", "0"], "integer >= 1"),
+                        (["--lr", "-1"], "> 0"), (["--momentum", "1"], "[0, 1)"),
+                        (["--max-overhead", "5"], "[0.01, 1]"), (["--milestones", "-1"], "> 0"),
+                        (["--milestones", "2,-1"], "> 0"), (["--spec-evals", "0"], "integer >= 1"),
+                        (["--eval-every", "-5"], "integer >= 0")]:
+        rc, out, err = run([train] + SMALL + args)
+        text = out + err
+        expect(f"{' '.join(args)} is refused saying what is valid",
+               rc != 0 and valid in text and args[0] in text and "e+308" not in text and "1797" not in text,
+               f"exit {rc}:\n{text}")
+
+    rc, _, err = run([train] + SMALL + ["--schedule", "step", "--milestones", "3,2"])
+    expect("--milestones 3,2 (not increasing) is refused", rc != 0 and "--milestones must be increasing" in err,
+           f"exit {rc}:\n{err}")
+
+    rc, _, err = run([train] + SMALL + ["--format", "fc1=table4,fc1=fp16"])
+    expect("--format naming a layer twice is refused", rc != 0 and "'fc1' more than once" in err, f"exit {rc}:\n{err}")
+    rc, _, err = run([train] + SMALL + ["--format", "fp16,fp8"])
+    expect("--format with two formats for the unnamed layers is refused", rc != 0 and "two formats" in err,
+           f"exit {rc}:\n{err}")
+
+    # Where 'adaptive' is refused, the list of valid values must not offer it.
+    for args in (["--format", "fc1=bogus"], ["--format", "fc1=adaptive"],
+                 ["--format", "adaptive", "--holdout", "100", "--candidates", "fp16,nope"],
+                 ["--format", "adaptive", "--holdout", "100", "--candidates", "fp16,adaptive"]):
+        rc, _, err = run([train] + SMALL + args)
+        listed = err.split("valid", 1)[1] if "valid" in err else ""
+        expect(f"{' '.join(args)}: refused, the valid list omits 'adaptive'",
+               rc != 0 and "fastest" in listed and "adaptive" not in listed.replace("--format adaptive", ""),
+               f"exit {rc}:\n{err}")
+    rc, _, err = run([train] + SMALL + ["--format", "adaptive", "--holdout", "100", "--candidates", "fp16,fp16"])
+    expect("--candidates naming a format twice is refused", rc != 0 and "more than once" in err, f"exit {rc}:\n{err}")
+
+
+def rank_files(directory):
+    return sorted(glob.glob(os.path.join(directory, "step-*.rank-*.ckpt")))
+
+
+def check_checkpoints(train, mpirun, work):
+    base = mpirun + ["-np", "2", train] + SMALL + ["--format", "fp32", "--max-steps", "4", "--checkpoint-every", "4"]
+    first, second = os.path.join(work, "first"), os.path.join(work, "second")
+    for directory in (first, second):
+        rc, out, err = run(base + ["--checkpoint", directory])
+        if rc != 0 or len(rank_files(directory)) != 2:
+            expect("2-rank runs with checkpoints", False, f"exit {rc}:\n{out}{err}")
+            return
+    resume = mpirun + ["-np", "2", train] + SMALL + ["--format", "fp32", "--max-steps", "8", "--resume"]
+
+    swapped = os.path.join(work, "swapped")
+    shutil.copytree(first, swapped)
+    rank0, rank1 = rank_files(swapped)
+    os.rename(rank0, rank0 + ".x")
+    os.rename(rank1, rank0)
+    os.rename(rank0 + ".x", rank1)
+    rc, out, err = run(resume + ["--checkpoint", swapped])
+    text = out + err
+    expect("swapped rank-0/rank-1 checkpoint files are refused on resume",
+           rc != 0 and "holds the state of rank 1" in text and "holds the state of rank 0" in text
+           and rank0 in text and "resumed from" not in text,
+           f"exit {rc}:\n{text}")
+
+    mixed = os.path.join(work, "mixed")
+    shutil.copytree(first, mixed)
+    shutil.copyfile(rank_files(second)[1], rank_files(mixed)[1])
+    rc, out, err = run(resume + ["--checkpoint", mixed])
+    text = out + err
+    expect("a rank file from another run of the same command is refused on resume",
+           rc != 0 and text.count("come from different runs") == 2 and "resumed from" not in text,
+           f"exit {rc}:\n{text}")
+
+    rc, out, err = run(resume + ["--checkpoint", first])
+    expect("the untouched checkpoint still resumes", rc == 0 and "resumed from" in out + err, f"exit {rc}:\n{out}{err}")
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    train, mpirun = os.path.realpath(sys.argv[1]), sys.argv[2:]
+    work = tempfile.mkdtemp(prefix="adaprec-train-cli-")
+    try:
+        check_single(train)
+        check_checkpoints(train, mpirun, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{len(failures)} case(s) failed" if failures else "all cases passed", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
