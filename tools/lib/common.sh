@@ -9,6 +9,10 @@ ADAPREC_PACKAGES=(meson ninja-build g++ pkgconf zlib1g-dev libopenmpi-dev openmp
   libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-scipy python3-matplotlib python3-mpi4py python3-torch
   iproute2)
 
+# What the fuzz build needs on top (tools/fuzz, tools/test --ci): clang 14 and its runtime (libFuzzer,
+# ASan, UBSan). Passed to adaprec_install_missing by the scripts that build build-fuzz/.
+ADAPREC_FUZZ_PACKAGES=(clang-14 libclang-rt-14-dev)
+
 adaprec_install_missing() {
   local missing=() p
   for p in "${ADAPREC_PACKAGES[@]}" "$@"; do
@@ -39,4 +43,12 @@ adaprec_build() {
     meson setup "$dir" "$@" || return 1
   fi
   ninja -C "$dir" || return 1
+}
+
+# adaprec_fuzz_setup: configure build-fuzz/ once: clang 14, libFuzzer instrumentation (-Dfuzz=true),
+# address+undefined sanitizers, host only. Its tests are the harnesses of tests/fuzz (suite fuzz).
+adaprec_fuzz_setup() {
+  [ -f build-fuzz/build.ninja ] && return 0
+  CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debugoptimized -Dcuda=disabled -Dnccl=disabled -Dbench=false
 }
