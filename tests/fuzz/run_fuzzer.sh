@@ -21,11 +21,12 @@ last=$(grep -E '^#[0-9]+' "$log" | tail -1)
 cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
 ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
 corpus=$(find "$work/$name" -type f | wc -l)
-echo "fuzz $name: ${execs:-?} executions in $seconds s, cov ${cov:-?}, ft ${ft:-?}, working corpus $corpus inputs (log $log)"
-if [ $rc -ne 0 ]; then
+if [ $rc -eq 0 ]; then
+  echo "fuzz $name: ${execs:-?} executions in $seconds s, cov ${cov:-?}, ft ${ft:-?}, working corpus $corpus inputs (log $log)"
+else
   tail -n 60 "$log"
   crash=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
-  echo "fuzz $name: FINDING (exit $rc); input: ${crash:-none saved}"
+  echo "fuzz $name: FINDING after ${execs:-?} executions (libFuzzer exit $rc); input: ${crash:-none saved}"
   echo "  reproduce: $exe $crash"
   exit 1
 fi
