@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <string_view>
 
+#if defined(ADAPREC_HAVE_AVX2_KERNELS)
+#include <cpuid.h>
+#endif
+
 #include "adaprec/error.hpp"
 #include "config/environment_variables.hpp"
 
@@ -41,10 +45,18 @@ const HostKernels& kernelsForIsa(std::string_view want) {
 
 const HostKernels& genericHostKernels() { return generic::kKernels; }
 
+#if defined(ADAPREC_HAVE_AVX2_KERNELS)
+// CPUID leaf 1, ECX bit 29. Read directly: clang 14's __builtin_cpu_supports does not know "f16c".
+static bool cpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 const HostKernels* avx2HostKernels() {
 #if defined(ADAPREC_HAVE_AVX2_KERNELS)
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                                __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+                                cpuHasF16c() && __builtin_cpu_supports("bmi2");
   return supported ? &avx2::kKernels : nullptr;
 #else
   return nullptr;

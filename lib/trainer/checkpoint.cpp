@@ -79,7 +79,8 @@ std::vector<T> asVector(const std::vector<std::uint8_t>& bytes, const std::strin
   ADAPREC_CHECK(bytes.size() % sizeof(T) == 0, ErrorCode::kMalformedInput,
                 "checkpoint " << origin << ": section '" << what << "' has " << bytes.size() << " bytes");
   std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), bytes.size());
+  // An empty section has no storage: memcpy from/to a null pointer is undefined even for 0 bytes.
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
 

@@ -172,6 +172,19 @@ TEST_CASE("checkpoints carry the run identity; version 1 files are refused", "[t
   CHECK(msg.find("without --resume") != std::string::npos);
 }
 
+// Found by tests/fuzz (fuzz_checkpoint under UBSan): an empty float section (parameters, velocity)
+// was copied with memcpy from a null pointer. Round trip of the all-empty snapshot.
+TEST_CASE("checkpoint of an empty snapshot round-trips", "[trainer][checkpoint]") {
+  const TrainerSnapshot empty;
+  const std::vector<std::uint8_t> bytes = serializeSnapshot(empty);
+  const TrainerSnapshot back = deserializeSnapshot(bytes, "memory");
+  CHECK(back.step == 0);
+  CHECK(back.parameters.empty());
+  CHECK(back.velocity.empty());
+  CHECK(back.reducerState.empty());
+  CHECK(serializeSnapshot(back) == bytes);
+}
+
 TEST_CASE("atomic write leaves no temporary file", "[trainer][checkpoint]") {
   auto dir = freshDir("atomic");
   const std::vector<std::uint8_t> bytes = {1, 2, 3};

@@ -12,6 +12,10 @@ ADAPREC_PACKAGES=(meson ninja-build g++ pkgconf zlib1g-dev libopenmpi-dev openmp
 # tools/test passes them to adaprec_install_missing, tools/demo does not.
 ADAPREC_TEST_PACKAGES=(python3-torch)
 
+# What the fuzz build needs on top (tools/fuzz, tools/test --ci): clang 14 and its runtime (libFuzzer,
+# ASan, UBSan). Passed to adaprec_install_missing by the scripts that build build-fuzz/.
+ADAPREC_FUZZ_PACKAGES=(clang-14 libclang-rt-14-dev)
+
 adaprec_install_missing() {
   local missing=() p
   for p in "${ADAPREC_PACKAGES[@]}" "$@"; do
@@ -42,4 +46,12 @@ adaprec_build() {
     meson setup "$dir" "$@" || return 1
   fi
   ninja -C "$dir" || return 1
+}
+
+# adaprec_fuzz_setup: configure build-fuzz/ once: clang 14, libFuzzer instrumentation (-Dfuzz=true),
+# address+undefined sanitizers, host only. Its tests are the harnesses of tests/fuzz (suite fuzz).
+adaprec_fuzz_setup() {
+  [ -f build-fuzz/build.ninja ] && return 0
+  CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debugoptimized -Dcuda=disabled -Dnccl=disabled -Dbench=false
 }
