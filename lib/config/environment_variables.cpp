@@ -69,7 +69,18 @@ std::optional<std::string> environmentText(std::string_view name) {
 
 void rejectEnvironmentValue(std::string_view name, std::string_view text) {
   const EnvironmentVariable& v = environmentVariable(name);
-  ADAPREC_FAIL(ErrorCode::kInvalidArgument, name << "='" << text << "' is invalid; valid values: "
+  // The message stays one line whatever the value holds: control bytes are shown as \xNN.
+  std::string shown;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      shown += c;
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      shown += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+    }
+  }
+  ADAPREC_FAIL(ErrorCode::kInvalidArgument, name << "='" << shown << "' is invalid; valid values: "
                                                  << (v.validList != nullptr ? v.validList() : std::string(v.valid)));
 }
 

@@ -57,6 +57,7 @@ TEST_CASE("numeric ADAPREC_* values are parsed strictly", "[environment]") {
   CHECK(failure("ADAPREC_MIN_BYTES", "4611686018427387904").empty());  // 2^62
   CHECK_THAT(failure("ADAPREC_MIN_BYTES", "4611686018427387905"), Catch::Contains("is invalid"));
   CHECK_THAT(failure("ADAPREC_STATS", "2"), Catch::Contains("valid values: 0, 1"));
+  CHECK_THAT(failure("ADAPREC_STATS", "1\n2\x1b"), Catch::Contains("ADAPREC_STATS='1\\x0a2\\x1b' is invalid"));
   CHECK_THAT(failure("ADAPREC_STATS", "01"), Catch::Contains("is invalid"));
   CHECK_THAT(failure("ADAPREC_CPU_ISA", "sse"), Catch::Contains("valid values: generic, avx2, avx512"));
   CHECK(failure("ADAPREC_CPU_ISA", "generic").empty());
