@@ -28,12 +28,12 @@ void append(std::vector<std::uint8_t>& out, const void* p, std::size_t n) {
   out.insert(out.end(), b, b + n);
 }
 
-// The file layout of checkpoint.hpp around a payload: "ADAPRCKP", u32 version 1, u64 payload bytes,
+// The file layout of checkpoint.hpp around a payload: "ADAPRCKP", u32 version, u64 payload bytes,
 // payload, u32 CRC-32 of the payload (all little-endian).
 std::vector<std::uint8_t> wrap(const std::uint8_t* payload, std::size_t size) {
   std::vector<std::uint8_t> file;
   append(file, "ADAPRCKP", 8);
-  const std::uint32_t version = 1;
+  const std::uint32_t version = adaprec::trainer::kCheckpointVersion;
   append(file, &version, 4);
   const std::uint64_t bytes = size;
   append(file, &bytes, 8);
