@@ -50,11 +50,13 @@ inline void prefetchAhead(const void* p) {
 // as in MPI). The vector forms below compute the same bits lane by lane.
 #if defined(__AVX2__)
 // ±Inf lanes of a + b whose operands are both finite get one subtracted from their bits: ±FLT_MAX.
+// The operands are looked at only when some lane of the sum is ±Inf (rare; the branch predicts).
 inline __m256 saturatingAdd8(__m256 a, __m256 b) {
   const __m256i abs = _mm256_set1_epi32(static_cast<int>(detail::kF32AbsMask));
   const __m256i inf = _mm256_set1_epi32(static_cast<int>(detail::kF32InfBits));
   const __m256i s = _mm256_castps_si256(_mm256_add_ps(a, b));
   const __m256i sumInf = _mm256_cmpeq_epi32(_mm256_and_si256(s, abs), inf);
+  if (_mm256_testz_si256(sumInf, sumInf)) return _mm256_castsi256_ps(s);
   const __m256i larger = _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(a), abs),
                                           _mm256_and_si256(_mm256_castps_si256(b), abs));
   const __m256i bothFinite = _mm256_cmpgt_epi32(inf, larger);  // signed compare: both below 2^31
@@ -66,6 +68,7 @@ inline __m512 saturatingAdd16(__m512 a, __m512 b) {
   constexpr int kInfClass = 0x08 | 0x10;  // vfpclassps: +Inf | -Inf
   const __m512 s = _mm512_add_ps(a, b);
   const __mmask16 sumInf = _mm512_fpclass_ps_mask(s, kInfClass);
+  if (sumInf == 0) return s;  // as saturatingAdd8: the operands only matter when the sum is ±Inf
   const __mmask16 operandInf = _mm512_mask_fpclass_ps_mask(sumInf, a, kInfClass) |
                                _mm512_mask_fpclass_ps_mask(sumInf, b, kInfClass);
   const __m512i bits = _mm512_castps_si512(s);
