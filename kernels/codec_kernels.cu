@@ -52,7 +52,7 @@ __global__ void decode16Kernel(const std::uint8_t* src, std::size_t n, float* ou
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float v = Math::decode(src[2 * i] | (static_cast<std::uint32_t>(src[2 * i + 1]) << 8));
-  out[i] = kAdd ? detail::addRn(out[i], v) : v;
+  out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;  // lossy: docs/formats.md
 }
 
 __global__ void copyF32Kernel(const std::uint8_t* src, std::size_t n, float* out, bool add) {
@@ -61,7 +61,7 @@ __global__ void copyF32Kernel(const std::uint8_t* src, std::size_t n, float* out
   std::uint32_t bits = 0;
   for (int b = 0; b < 4; ++b) bits |= static_cast<std::uint32_t>(src[4 * i + b]) << (8 * b);
   const float v = detail::bitsFloat(bits);
-  out[i] = add ? detail::addRn(out[i], v) : v;
+  out[i] = add ? detail::addRn(out[i], v) : v;  // fp32: plain IEEE addition (an overflowing sum is Inf)
 }
 
 __global__ void encodeF32Kernel(const float* src, std::size_t n, std::uint8_t* dst) {
@@ -116,7 +116,7 @@ __global__ void decode8Kernel(const std::uint8_t* src, std::size_t n, const std:
   for (std::size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     float v = Math::decode(src[i]);
     if (kScaled) v = detail::mulRn(detail::mulRn(v, g.first), g.second);
-    out[i] = kAdd ? detail::addRn(out[i], v) : v;
+    out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;
   }
 }
 

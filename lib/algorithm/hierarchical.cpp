@@ -1,6 +1,7 @@
 // hierarchical: the ChainerMN / Reedbush shape (few GPUs per node, slow links between nodes).
 //   1. inside each node, every rank sends its fp32 vector to the node leader (local rank 0), which
-//      sums them in local-rank order: exact transfer, fp32 summation only;
+//      sums them in local-rank order: exact transfer, fp32 summation only (for a lossy format with
+//      saturatingAdd, like its decodeAdd, so finite inputs never become Inf: docs/formats.md);
 //   2. the leaders run a compressed allreduce among themselves (ctx.innerAlgorithm: auto's choice for
 //      the leader count), so only the compressed encoding crosses node boundaries;
 //   3. each leader sends the result, in fp32, to the ranks of its node.
@@ -11,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
 #include "algorithm/steps.hpp"
@@ -41,7 +43,11 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   for (int peer = 1; peer < localSize; ++peer) {
     RequestPtr recv = steps.recv(peer, incoming.data(), count * sizeof(float), kTagIntraReduce);
     steps.waitRecv(*recv, count * sizeof(float));
-    for (std::size_t i = 0; i < count; ++i) buf[i] += incoming[i];
+    if (isLossless(ctx.format)) {
+      for (std::size_t i = 0; i < count; ++i) buf[i] += incoming[i];
+    } else {
+      for (std::size_t i = 0; i < count; ++i) buf[i] = saturatingAdd(buf[i], incoming[i]);
+    }
   }
   if (ctx.hierarchy->leaders && ctx.hierarchy->leaders->size() > 1) {
     AlgorithmContext leaderCtx{*ctx.hierarchy->leaders, ctx.format, ctx.residuals, ctx.stats,

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "adaprec/codec.hpp"
+#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 
 namespace adaprec::detail {
@@ -30,7 +31,8 @@ void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t 
   float* residual = ctx_.residuals->slot(slot, total) + position;
   withResidual_.resize(n);
   decoded_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) withResidual_[i] = src[i] + residual[i];
+  // Saturating, as decodeAdd: a finite value near FLT_MAX plus its residual stays finite.
+  for (std::size_t i = 0; i < n; ++i) withResidual_[i] = saturatingAdd(src[i], residual[i]);
   adaprec::encode(ctx_.format, withResidual_.data(), n, dst, bytes);
   adaprec::decode(ctx_.format, dst, bytes, decoded_.data(), n);
   for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual_[i] - decoded_[i];

@@ -45,6 +45,37 @@ inline void prefetchAhead(const void* p) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + kPrefetchAhead));
 }
 
+// decodeAdd of the lossy formats adds with detail::saturatingAdd (a sum of two finite values that
+// overflows is ±FLT_MAX, docs/formats.md); fp32 keeps plain IEEE addition (an overflowing sum is Inf,
+// as in MPI). The vector forms below compute the same bits lane by lane.
+#if defined(__AVX2__)
+// ±Inf lanes of a + b whose operands are both finite get one subtracted from their bits: ±FLT_MAX.
+// The operands are looked at only when some lane of the sum is ±Inf (rare; the branch predicts).
+inline __m256 saturatingAdd8(__m256 a, __m256 b) {
+  const __m256i abs = _mm256_set1_epi32(static_cast<int>(detail::kF32AbsMask));
+  const __m256i inf = _mm256_set1_epi32(static_cast<int>(detail::kF32InfBits));
+  const __m256i s = _mm256_castps_si256(_mm256_add_ps(a, b));
+  const __m256i sumInf = _mm256_cmpeq_epi32(_mm256_and_si256(s, abs), inf);
+  if (_mm256_testz_si256(sumInf, sumInf)) return _mm256_castsi256_ps(s);
+  const __m256i larger = _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(a), abs),
+                                          _mm256_and_si256(_mm256_castps_si256(b), abs));
+  const __m256i bothFinite = _mm256_cmpgt_epi32(inf, larger);  // signed compare: both below 2^31
+  return _mm256_castsi256_ps(_mm256_add_epi32(s, _mm256_and_si256(sumInf, bothFinite)));  // + (-1)
+}
+#endif
+#if defined(__AVX512F__)
+inline __m512 saturatingAdd16(__m512 a, __m512 b) {
+  constexpr int kInfClass = 0x08 | 0x10;  // vfpclassps: +Inf | -Inf
+  const __m512 s = _mm512_add_ps(a, b);
+  const __mmask16 sumInf = _mm512_fpclass_ps_mask(s, kInfClass);
+  if (sumInf == 0) return s;  // as saturatingAdd8: the operands only matter when the sum is ±Inf
+  const __mmask16 operandInf = _mm512_mask_fpclass_ps_mask(sumInf, a, kInfClass) |
+                               _mm512_mask_fpclass_ps_mask(sumInf, b, kInfClass);
+  const __m512i bits = _mm512_castps_si512(s);
+  return _mm512_castsi512_ps(_mm512_mask_sub_epi32(bits, _kandn_mask16(operandInf, sumInf), bits, _mm512_set1_epi32(1)));
+}
+#endif
+
 void decodeAddF32(const std::uint8_t* src, std::size_t n, float* acc) {
   for (std::size_t i = 0; i < n; ++i) acc[i] += load<float>(src, i);
 }
@@ -59,7 +90,7 @@ void decode16(const std::uint8_t* src, std::size_t n, float* dst) {
 }
 template <class Math>
 void decodeAdd16(const std::uint8_t* src, std::size_t n, float* acc) {
-  for (std::size_t i = 0; i < n; ++i) acc[i] += Math::decode(load<std::uint16_t>(src, i));
+  for (std::size_t i = 0; i < n; ++i) acc[i] = detail::saturatingAdd(acc[i], Math::decode(load<std::uint16_t>(src, i)));
 }
 
 #if defined(__F16C__) && defined(__AVX2__)
@@ -101,11 +132,11 @@ void decodeF16Fast(const std::uint8_t* src, std::size_t n, float* out) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 y = halvesToFloats(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i)));
-    _mm256_storeu_ps(out + i, kAdd ? _mm256_add_ps(_mm256_loadu_ps(out + i), y) : y);
+    _mm256_storeu_ps(out + i, kAdd ? saturatingAdd8(_mm256_loadu_ps(out + i), y) : y);
   }
   for (; i < n; ++i) {
     const float v = detail::Fp16Math::decode(load<std::uint16_t>(src, i));
-    out[i] = kAdd ? out[i] + v : v;
+    out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;
   }
 }
 
@@ -123,7 +154,7 @@ void decodeAddBf16(const std::uint8_t* src, std::size_t n, float* acc) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t b = static_cast<std::uint32_t>(load<std::uint16_t>(src, i)) << 16;
     const bool nan = (b & detail::kF32AbsMask) > detail::kF32InfBits;
-    acc[i] += bitsFloat(detail::select(nan, (b & detail::kF32SignMask) | detail::kF32QuietNanBits, b));
+    acc[i] = detail::saturatingAdd(acc[i], bitsFloat(detail::select(nan, (b & detail::kF32SignMask) | detail::kF32QuietNanBits, b)));
   }
 }
 
@@ -194,7 +225,7 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
   if (exps == nullptr) {
     for (std::size_t i = 0; i < n; ++i) {
       const float v = byteValue<Math>(src[i]);
-      out[i] = kAdd ? out[i] + v : v;
+      out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;
     }
     return;
   }
@@ -205,7 +236,7 @@ void decode8(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, f
     float* o = out + b;
     for (std::size_t i = 0; i < len; ++i) {
       const float v = detail::mulRn(detail::mulRn(byteValue<Math>(s[i]), f.first), f.second);
-      o[i] = kAdd ? o[i] + v : v;
+      o[i] = kAdd ? detail::saturatingAdd(o[i], v) : v;
     }
   }
 }
@@ -611,7 +642,7 @@ void decodeTableN(const std::uint8_t* src, std::size_t n, const float* signedTab
   auto emit = [&](std::uint64_t codes, float* o, std::size_t count) {
     for (std::size_t j = 0; j < count; ++j) {
       const float v = signedTable[(codes >> (8 * j)) & 0xff];
-      o[j] = kAdd ? o[j] + v : v;
+      o[j] = kAdd ? detail::saturatingAdd(o[j], v) : v;
     }
   };
   const std::size_t groups = n / 8;
@@ -637,7 +668,7 @@ void decodeTableN(const std::uint8_t* src, std::size_t n, const float* signedTab
       v = lookup16<kBits>(signedTable, idx);  // measured 2x a 16-lane gather at N = 8
     }
     float* o = out + 8 * g;
-    _mm512_storeu_ps(o, kAdd ? _mm512_add_ps(_mm512_loadu_ps(o), v) : v);
+    _mm512_storeu_ps(o, kAdd ? saturatingAdd16(_mm512_loadu_ps(o), v) : v);
   }
 #endif
   for (; g < groups; ++g) {
@@ -651,7 +682,7 @@ void decodeTableN(const std::uint8_t* src, std::size_t n, const float* signedTab
 #if defined(__AVX2__)
     const __m256 v = tableValues<kBits>(unpackEight<kBits>(word), signedTable);
     float* o = out + 8 * g;
-    _mm256_storeu_ps(o, kAdd ? _mm256_add_ps(_mm256_loadu_ps(o), v) : v);
+    _mm256_storeu_ps(o, kAdd ? saturatingAdd8(_mm256_loadu_ps(o), v) : v);
 #else
     emit(unpackEight<kBits>(word), out + 8 * g, 8);
 #endif

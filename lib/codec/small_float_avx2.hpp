@@ -113,7 +113,7 @@ inline __m256 smallFloatValues8(__m128i codes) {
   return _mm256_blendv_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), quietNan), nan);
 }
 
-// out[0..n) = (or +=) the values of src's codes times g, as decodeSmallFloatRun of the AVX-512 file.
+// out[0..n) = the values of src's codes times g (kAdd: saturatingAdd8 onto out), as decodeSmallFloatRun of the AVX-512 file.
 template <class Math, bool kAdd, bool kScaled>
 void decodeSmallFloatRun8(const std::uint8_t* src, std::size_t n, detail::ScaleFactors g, float* out) {
   const __m256 g1 = _mm256_set1_ps(g.first), g2 = _mm256_set1_ps(g.second);
@@ -121,12 +121,12 @@ void decodeSmallFloatRun8(const std::uint8_t* src, std::size_t n, detail::ScaleF
   for (; i + 8 <= n; i += 8) {
     __m256 y = smallFloatValues8<Math>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
     if constexpr (kScaled) y = _mm256_mul_ps(_mm256_mul_ps(y, g1), g2);
-    _mm256_storeu_ps(out + i, kAdd ? _mm256_add_ps(_mm256_loadu_ps(out + i), y) : y);
+    _mm256_storeu_ps(out + i, kAdd ? saturatingAdd8(_mm256_loadu_ps(out + i), y) : y);
   }
   for (; i < n; ++i) {
     float v = byteValue<Math>(src[i]);
     if constexpr (kScaled) v = detail::mulRn(detail::mulRn(v, g.first), g.second);
-    out[i] = kAdd ? out[i] + v : v;
+    out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;
   }
 }
 

@@ -124,14 +124,14 @@ inline __m512 smallFloatValues16(__m128i codes) {
                                                             _mm512_castps_si512(quietNan), 0xea));
 }
 
-// out[0..n) = (or +=) the values of src's codes times g (x * g.first * g.second, as the scalar decoder
-// rounds them).
+// out[0..n) = the values of src's codes times g (x * g.first * g.second, as the scalar decoder
+// rounds them); kAdd: saturatingAdd16 onto out.
 template <class Math, bool kAdd, bool kScaled>
 void decodeSmallFloatRun(const std::uint8_t* src, std::size_t n, detail::ScaleFactors g, float* out) {
   const __m512 g1 = _mm512_set1_ps(g.first), g2 = _mm512_set1_ps(g.second);
   auto finish = [&](__m512 y, __m512 acc) {
     if constexpr (kScaled) y = _mm512_mul_ps(_mm512_mul_ps(y, g1), g2);
-    return kAdd ? _mm512_add_ps(acc, y) : y;
+    return kAdd ? saturatingAdd16(acc, y) : y;
   };
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {

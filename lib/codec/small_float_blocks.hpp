@@ -34,7 +34,7 @@ void encodeSmallFloatBlocks(const float* src, std::size_t n, std::uint8_t* exps,
   }
 }
 
-// fp8/e4m3 decoding (kAdd: out += values); exps == nullptr: raw fp8 (no scales).
+// fp8/e4m3 decoding (kAdd: out = saturatingAdd(out, values)); exps == nullptr: raw fp8 (no scales).
 template <class Runs, bool kAdd>
 void decodeSmallFloatBlocks(const std::uint8_t* src, std::size_t n, const std::uint8_t* exps, float* out) {
   if (exps == nullptr) return Runs::template decode<kAdd, false>(src, n, {1.0f, 1.0f}, out);

@@ -125,19 +125,20 @@ class MpiRequest final : public Request {
   std::chrono::milliseconds timeout_;
 };
 
-// MPI user ops for the native 16-bit allreduce: add in fp32, round back after every addition.
+// MPI user ops for the native 16-bit allreduce: add in fp32 (detail::saturatingAdd, as the lossy
+// formats' decodeAdd), round back after every addition.
 void bf16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const std::uint16_t*>(in);
   auto* b = static_cast<std::uint16_t*>(inout);
   for (int i = 0; i < *len; ++i)
-    b[i] = detail::floatToBf16(detail::bf16ToFloat(a[i]) + detail::bf16ToFloat(b[i]));
+    b[i] = detail::floatToBf16(detail::saturatingAdd(detail::bf16ToFloat(a[i]), detail::bf16ToFloat(b[i])));
 }
 
 void fp16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const std::uint16_t*>(in);
   auto* b = static_cast<std::uint16_t*>(inout);
   for (int i = 0; i < *len; ++i)
-    b[i] = detail::floatToFp16(detail::fp16ToFloat(a[i]) + detail::fp16ToFloat(b[i]));
+    b[i] = detail::floatToFp16(detail::saturatingAdd(detail::fp16ToFloat(a[i]), detail::fp16ToFloat(b[i])));
 }
 
 class MpiTransport final : public Transport {

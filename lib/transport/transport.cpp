@@ -59,10 +59,10 @@ void nativeAdd(NativeType type, void* acc, const void* in, std::size_t count) {
   const std::uint16_t* b = static_cast<const std::uint16_t*>(in);
   if (type == NativeType::kBf16) {
     for (std::size_t i = 0; i < count; ++i)
-      a[i] = detail::floatToBf16(detail::bf16ToFloat(a[i]) + detail::bf16ToFloat(b[i]));
+      a[i] = detail::floatToBf16(detail::saturatingAdd(detail::bf16ToFloat(a[i]), detail::bf16ToFloat(b[i])));
   } else {
     for (std::size_t i = 0; i < count; ++i)
-      a[i] = detail::floatToFp16(detail::fp16ToFloat(a[i]) + detail::fp16ToFloat(b[i]));
+      a[i] = detail::floatToFp16(detail::saturatingAdd(detail::fp16ToFloat(a[i]), detail::fp16ToFloat(b[i])));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "adaprec/codec.hpp"
@@ -380,6 +381,154 @@ TEST_CASE("decodeAdd adds exactly decode's values", "[codec]") {
     for (std::size_t i = 0; i < x.size(); ++i) bad += detail::floatBits(acc[i]) != detail::floatBits(base[i] + decoded[i]);
     CHECK(bad == 0);
   }
+}
+
+namespace {
+
+// decodeAdd's documented addition (docs/formats.md), written out independently of the library: the
+// fp32 sum, except that two finite operands whose sum overflows give FLT_MAX with the sum's sign.
+float documentedSum(float acc, float value) {
+  const float sum = acc + value;
+  if (std::isinf(sum) && std::isfinite(acc) && std::isfinite(value))
+    return std::copysign(std::numeric_limits<float>::max(), sum);
+  return sum;
+}
+
+bool sameValue(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || detail::floatBits(a) == detail::floatBits(b);
+}
+
+// One lossy chunk's decodeAdd through one ISA's kernel (the parameters and payload located by the
+// chunk layout: header, parameters, then the payload at the end).
+void kernelDecodeAdd(const codec::HostKernels& k, Format f, const std::vector<unsigned char>& chunk, std::size_t n,
+                     float* acc) {
+  const unsigned bits = tableBits(f);
+  const std::size_t payloadBytes = bits != 0 ? (n * bits + 7) / 8
+                                   : f == Format::kBf16 || f == Format::kFp16 ? 2 * n
+                                                                               : n;
+  const unsigned char* params = chunk.data() + 16;
+  const unsigned char* payload = chunk.data() + chunk.size() - payloadBytes;
+  switch (f) {
+    case Format::kBf16: return k.decodeAddBf16(payload, n, acc);
+    case Format::kFp16: return k.decodeAddF16(payload, n, acc);
+    case Format::kFp8: return k.decodeAddFp8(payload, n, nullptr, acc);
+    case Format::kFp8s: return k.decodeAddFp8(payload, n, params, acc);
+    case Format::kE4m3: return k.decodeAddE4m3(payload, n, params, acc);
+    default: break;
+  }
+  REQUIRE(bits != 0);
+  const std::size_t size = std::size_t{1} << (bits - 1);
+  std::vector<float> signedTable(std::max<std::size_t>(2 * size, 16), 0.0f);
+  std::memcpy(signedTable.data(), params, size * sizeof(float));
+  for (std::size_t i = 0; i < size; ++i) signedTable[size + i] = -signedTable[i];
+  k.decodeAddTable(payload, n, bits, signedTable.data(), acc);
+}
+
+std::vector<const codec::HostKernels*> everyIsa() {
+  std::vector<const codec::HostKernels*> isas = {&codec::genericHostKernels()};
+  for (const codec::HostKernels* k : {codec::avx2HostKernels(), codec::avx512HostKernels()})
+    if (k != nullptr) isas.push_back(k);
+  return isas;
+}
+
+}  // namespace
+
+TEST_CASE("decodeAdd of every lossy format saturates finite overflowing sums at +-FLT_MAX on every ISA",
+          "[codec][isa]") {
+  // Chunk values near FLT_MAX (and small ones) against accumulators near FLT_MAX, Inf and NaN: the
+  // two cycles have coprime lengths, so every pair meets, in the vector bodies and the scalar tails
+  // (two scale blocks and a partial one). A second chunk holds Inf and NaN itself.
+  const float flt = std::numeric_limits<float>::max(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> values = {1.7e38f, -1.7e38f, 3.0e38f, -3.0e38f, flt, 1.0f, -2.5f};
+  const std::vector<float> accs = {flt, -flt, std::ldexp(1.0f, 127), -std::ldexp(1.0f, 127), 1.7e38f, 1.0f, inf, -inf, nan};
+  const std::vector<float> specials = {1.7e38f, inf, -3.0e38f, -inf, nan, 2.0f, -nan};
+  const std::size_t n = 2 * kScaleBlock + 45;
+  for (const std::vector<float>* cycle : {&values, &specials}) {
+    std::vector<float> x(n), acc(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = (*cycle)[i % cycle->size()];
+      acc[i] = accs[i % accs.size()];
+    }
+    for (Format f : allFormats()) {
+      if (isLossless(f)) continue;
+      INFO(formatName(f) << (cycle == &specials ? ", chunk with Inf/NaN" : ""));
+      std::vector<unsigned char> chunk(encodedBytes(f, n));
+      encode(f, x.data(), n, chunk.data(), chunk.size());
+      std::vector<float> decoded(n);
+      decode(f, chunk.data(), chunk.size(), decoded.data(), n);
+      std::size_t saturated = 0;
+      for (std::size_t i = 0; i < n; ++i) saturated += std::isinf(acc[i] + decoded[i]) && std::isfinite(acc[i]) && std::isfinite(decoded[i]);
+      // fp16 and raw fp8 decode to at most 65504 / 57344: added to a finite value they never overflow
+      // (FLT_MAX's half-ulp is 2^103). Every other format meets overflowing pairs here.
+      if (cycle == &values && f != Format::kFp16 && f != Format::kFp8) CHECK(saturated > 0);
+      std::vector<float> viaApi = acc;
+      decodeAdd(f, chunk.data(), chunk.size(), viaApi.data(), n);
+      std::size_t apiWrong = 0;
+      for (std::size_t i = 0; i < n; ++i) apiWrong += !sameValue(viaApi[i], documentedSum(acc[i], decoded[i]));
+      CHECK(apiWrong == 0);
+      // A Table-N chunk holding Inf/NaN decodes to NaN everywhere without reaching the kernels.
+      if (tableBits(f) != 0 && cycle == &specials) continue;
+      for (const codec::HostKernels* k : everyIsa()) {
+        INFO("variant " << k->isa);
+        std::vector<float> got = acc;
+        kernelDecodeAdd(*k, f, chunk, n, got.data());
+        std::size_t wrong = 0, infinite = 0, notApi = 0;
+        std::ostringstream firstDifference;
+        for (std::size_t i = 0; i < n; ++i) {
+          const float want = documentedSum(acc[i], decoded[i]);
+          if (!sameValue(got[i], want) && wrong++ == 0)
+            UNSCOPED_INFO("element " << i << ": " << acc[i] << " + " << decoded[i] << " gave " << got[i] << ", documented " << want);
+          infinite += std::isinf(got[i]) && std::isfinite(acc[i]) && std::isfinite(decoded[i]);
+          // NaN + NaN: which operand's sign the result keeps follows the operand order each compiled
+          // loop picks (x86 returns the first source's NaN), so only NaN-ness is compared there.
+          const bool bothNan = std::isnan(acc[i]) && std::isnan(decoded[i]);
+          if ((bothNan ? !sameValue(got[i], viaApi[i]) : detail::floatBits(got[i]) != detail::floatBits(viaApi[i])) &&
+              notApi++ == 0)
+            firstDifference << "element " << i << ": " << acc[i] << " + " << decoded[i] << " gave bits " << std::hex
+                            << detail::floatBits(got[i]) << ", the API " << detail::floatBits(viaApi[i]);
+        }
+        CHECK(wrong == 0);
+        CHECK(infinite == 0);
+        INFO(firstDifference.str());
+        CHECK(notApi == 0);  // bit-identical across ISAs (the API runs the widest, or ADAPREC_CPU_ISA's)
+      }
+    }
+  }
+}
+
+TEST_CASE("fp32 decodeAdd keeps IEEE addition: an overflowing sum is Inf", "[codec][isa]") {
+  const float flt = std::numeric_limits<float>::max();
+  const std::vector<float> x = {flt, -flt, std::ldexp(1.0f, 127), 1.0f};
+  std::vector<unsigned char> chunk(encodedBytes(Format::kFp32, x.size()));
+  encode(Format::kFp32, x.data(), x.size(), chunk.data(), chunk.size());
+  const std::vector<float> want = {INFINITY, -INFINITY, INFINITY, flt};
+  std::vector<float> acc = {flt, -flt, std::ldexp(1.0f, 127), flt};
+  decodeAdd(Format::kFp32, chunk.data(), chunk.size(), acc.data(), acc.size());
+  CHECK(acc == want);
+  for (const codec::HostKernels* k : everyIsa()) {
+    INFO("variant " << k->isa);
+    std::vector<float> got = {flt, -flt, std::ldexp(1.0f, 127), flt};
+    k->decodeAddF32(chunk.data() + 16, x.size(), got.data());
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("saturatingAdd: finite overflow gives +-FLT_MAX, Inf and NaN operands keep IEEE results", "[codec]") {
+  const float flt = std::numeric_limits<float>::max(), inf = std::numeric_limits<float>::infinity();
+  const float top = std::ldexp(1.0f, 127);
+  CHECK(detail::saturatingAdd(top, top) == flt);
+  CHECK(detail::saturatingAdd(-top, -top) == -flt);
+  CHECK(detail::saturatingAdd(flt, flt) == flt);
+  CHECK(detail::saturatingAdd(flt, -flt) == 0.0f);
+  CHECK(detail::saturatingAdd(flt, 1.0f) == flt);
+  CHECK(detail::saturatingAdd(1.5f, 2.25f) == 3.75f);
+  CHECK(detail::saturatingAdd(inf, 1.0f) == inf);
+  CHECK(detail::saturatingAdd(flt, -inf) == -inf);
+  CHECK(detail::saturatingAdd(-inf, -inf) == -inf);
+  CHECK(std::isnan(detail::saturatingAdd(inf, -inf)));
+  CHECK(std::isnan(detail::saturatingAdd(std::numeric_limits<float>::quiet_NaN(), top)));
+  CHECK(std::isnan(detail::saturatingAdd(flt, std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST_CASE("chunks need no alignment", "[codec]") {

@@ -72,6 +72,20 @@ inline constexpr std::uint32_t kF32SignMask = 0x80000000u;
 inline constexpr std::uint32_t kF32AbsMask = 0x7fffffffu;
 inline constexpr std::uint32_t kF32InfBits = 0x7f800000u;
 inline constexpr std::uint32_t kF32QuietNanBits = 0x7fc00000u;
+inline constexpr std::uint32_t kF32MaxFiniteBits = 0x7f7fffffu;  // FLT_MAX
+
+// The addition of every lossy format's decodeAdd (and of every other place that adds decoded values):
+// a + b rounded to nearest, except that when a and b are both finite and their sum overflows, the
+// result is FLT_MAX with the sum's sign instead of Inf. An Inf or NaN operand keeps IEEE behaviour
+// (Inf + finite = Inf, Inf - Inf = NaN, NaN stays NaN). Branch-free: ±Inf's bits minus one are
+// ±FLT_MAX's, so the correction subtracts the overflow flag. The vector kernels in lib/codec spell
+// the same three tests with intrinsics.
+ADAPREC_HD float saturatingAdd(float a, float b) {
+  const std::uint32_t s = floatBits(addRn(a, b));
+  const bool overflow = ((s & kF32AbsMask) == kF32InfBits) & ((floatBits(a) & kF32AbsMask) < kF32InfBits) &
+                        ((floatBits(b) & kF32AbsMask) < kF32InfBits);
+  return bitsFloat(s - static_cast<std::uint32_t>(overflow));
+}
 
 // 2^e as a float for -149 <= e <= 127 (exact; subnormal below -126).
 ADAPREC_HD float exp2Int(int e) {
