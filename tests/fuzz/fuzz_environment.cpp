@@ -107,6 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (value[0].empty()) FUZZ_REQUIRE(config.format == FormatSpec{});
   if (value[1].empty()) FUZZ_REQUIRE(config.algorithm == Algorithm::kAuto);
   if (value[2].empty()) FUZZ_REQUIRE(config.minBytes == kDefaultMinBytes);
+  // Strict parsing: only plain decimal digits are ever accepted (no sign, space, exponent or suffix).
+  if (!value[2].empty()) FUZZ_REQUIRE(isPlainDigits(value[2]));
   if (isPlainDigits(value[2])) {
     const std::optional<std::size_t> expected = plainDecimal(value[2]);
     FUZZ_REQUIRE(expected.has_value());  // accepted although it does not fit in size_t
