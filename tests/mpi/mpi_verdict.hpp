@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 
 namespace adaprec::test {
@@ -37,5 +38,21 @@ class Verdict {
   int checks_ = 0;
   int failures_ = 0;
 };
+
+// The main of an MPI test program: MPI_Init, run(), MPI_Finalize; an exception escaping run() is
+// printed and aborts the job, so one failing rank cannot leave the others waiting.
+template <typename Run>
+int mpiTestMain(int* argc, char*** argv, const char* name, Run run) {
+  MPI_Init(argc, argv);
+  int rc = 1;
+  try {
+    rc = run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return rc;
+}
 
 }  // namespace adaprec::test

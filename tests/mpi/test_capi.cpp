@@ -123,14 +123,5 @@ int main(int argc, char** argv) {
   setenv("ADAPREC_FORMAT", "fp8", 1);
   setenv("ADAPREC_ALGO", "twoshot", 1);
   setenv("ADAPREC_MIN_BYTES", "1024", 1);
-  MPI_Init(&argc, &argv);
-  int rc = 1;
-  try {
-    rc = run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "test_capi: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
+  return mpiTestMain(&argc, &argv, "test_capi", run);
 }

@@ -179,14 +179,5 @@ int run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rc = 1;
-  try {
-    rc = run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "test_mpi_engine: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
+  return mpiTestMain(&argc, &argv, "test_mpi_engine", run);
 }

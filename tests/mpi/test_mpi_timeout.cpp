@@ -79,14 +79,5 @@ int run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int code = 1;
-  try {
-    code = run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "test_mpi_timeout: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return code;
+  return mpiTestMain(&argc, &argv, "test_mpi_timeout", run);
 }
