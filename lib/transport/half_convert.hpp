@@ -1,6 +1,7 @@
 // fp32 <-> bf16 / fp16 for the native 16-bit allreduce, where MPI's user op adds two 16-bit values in
-// fp32 (saturatingAdd: a finite overflowing sum is ±FLT_MAX) and rounds the sum back to 16 bits: the codec's own conversions (docs/formats.md: RNE,
-// saturating, NaN/Inf kept), so the native path rounds exactly like the bf16/fp16 wire formats.
+// fp32 (saturatingAdd: a finite overflowing sum is ±FLT_MAX) and rounds the sum back to 16 bits: the
+// codec's own conversions (docs/formats.md: RNE, saturating, NaN/Inf kept), so the native path rounds
+// exactly like the bf16/fp16 wire formats.
 #pragma once
 
 #include <cstdint>
