@@ -74,8 +74,11 @@ struct CommunicatorOptions {
   // allreduce ends with a completion vote, so a failure any rank sees is an error on every rank
   // (Transport::setTimeout; one more small message round per call). 0: wait forever.
   double timeoutSeconds = 0;
+  // Non-empty: write a timeline of every allreduce (Chrome Trace Event Format, docs/timeline.md) to
+  // timelinePath + ".rank<N>.json", N = this communicator's rank. May differ per rank. Empty: off.
+  std::string timelinePath;
 
-  // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT; unset or empty keeps the default, an
+  // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT, ADAPREC_TIMELINE; unset or empty keeps the default, an
   // invalid value throws Error(kInvalidArgument) with one line naming the variable and valid values.
   static CommunicatorOptions fromEnvironment();
 };

@@ -15,6 +15,8 @@
 
 namespace adaprec::detail {
 
+class Timeline;
+
 // Error-feedback state of one tensor key on one rank. Slot s holds one float per element position:
 // the error of the last quantization this rank made in "encode step" s of the algorithm at that
 // position (algorithms that encode a position at most once per call use slot 0 only).
@@ -60,6 +62,7 @@ struct AlgorithmContext {
   Workspace& workspace;
   Hierarchy* hierarchy = nullptr;  // set for kHierarchical
   Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what the leaders run
+  Timeline* timeline = nullptr;    // records every step's span when set (ADAPREC_TIMELINE)
 };
 
 // Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs

@@ -28,6 +28,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   const int localSize = intra.size();
   // Intra-node traffic is plain fp32 and has no error feedback.
   AlgorithmContext intraCtx{intra, ctx.format, nullptr, ctx.stats, ctx.segmentCount, ctx.workspace};
+  intraCtx.timeline = ctx.timeline;
   Steps steps(intraCtx);
 
   if (local != 0) {
@@ -52,6 +53,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   if (ctx.hierarchy->leaders && ctx.hierarchy->leaders->size() > 1) {
     AlgorithmContext leaderCtx{*ctx.hierarchy->leaders, ctx.format, ctx.residuals, ctx.stats,
                                ctx.segmentCount, ctx.workspace};
+    leaderCtx.timeline = ctx.timeline;
     runAlgorithmUnconfirmed(ctx.innerAlgorithm, leaderCtx, buf, count);
   }
   std::vector<RequestPtr> sends;

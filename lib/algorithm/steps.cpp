@@ -1,31 +1,36 @@
 #include "algorithm/steps.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "adaprec/codec.hpp"
 #include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
+#include "communicator/fast_clock.hpp"
+#include "communicator/timeline.hpp"
 
 namespace adaprec::detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Kind = Timeline::Kind;
 
-double since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+// Adds the seconds from start to now to `seconds` and, with a timeline, records the span: the one
+// pair of clock reads serves both.
+void account(AlgorithmContext& ctx, double& seconds, Kind kind, std::uint64_t start) {
+  const std::uint64_t end = fastClockTicks();
+  seconds += fastClockSeconds(start, end);
+  if (ctx.timeline != nullptr) ctx.timeline->span(kind, start, end);
 }
 
 }  // namespace
 
 void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t bytes,
                    std::size_t slot, std::size_t position, std::size_t total) {
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = fastClockTicks();
   // A lossless format has no quantization error, so its residual stays zero and is skipped.
   if (ctx_.residuals == nullptr || isLossless(ctx_.format)) {
     adaprec::encode(ctx_.format, src, n, dst, bytes);
-    ctx_.stats.encodeSeconds += since(start);
+    account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
     return;
   }
   float* residual = ctx_.residuals->slot(slot, total) + position;
@@ -36,28 +41,28 @@ void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t 
   adaprec::encode(ctx_.format, withResidual_.data(), n, dst, bytes);
   adaprec::decode(ctx_.format, dst, bytes, decoded_.data(), n);
   for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual_[i] - decoded_[i];
-  ctx_.stats.encodeSeconds += since(start);
+  account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
 }
 
 void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::size_t bytes,
                               std::size_t slot, std::size_t position, std::size_t total) {
   encode(data, n, dst, bytes, slot, position, total);
   if (isLossless(ctx_.format)) return;  // decode(encode(x)) == x
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = fastClockTicks();
   adaprec::decode(ctx_.format, dst, bytes, data, n);
-  ctx_.stats.decodeSeconds += since(start);
+  account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
 
 void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::size_t n) {
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = fastClockTicks();
   adaprec::decode(ctx_.format, src, bytes, dst, n);
-  ctx_.stats.decodeSeconds += since(start);
+  account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
 
 void Steps::decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::size_t n) {
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = fastClockTicks();
   adaprec::decodeAdd(ctx_.format, src, bytes, acc, n);
-  ctx_.stats.decodeSeconds += since(start);
+  account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecodeAdd, start);
 }
 
 RequestPtr Steps::send(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag) {
@@ -103,21 +108,21 @@ void Steps::waitRange(std::vector<RequestPtr>& pieces, std::size_t bytes) {
 }
 
 void Steps::waitRecv(Request& request, std::size_t expectedBytes) {
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = fastClockTicks();
   const std::size_t got = request.wait();
-  ctx_.stats.transferSeconds += since(start);
+  account(ctx_, ctx_.stats.transferSeconds, Kind::kWait, start);
   ADAPREC_CHECK(got == expectedBytes, ErrorCode::kMismatch,
                 "received " << got << " bytes where " << expectedBytes
                             << " were expected: ranks disagree on count or format");
 }
 
 void Steps::waitAll(std::vector<RequestPtr>& requests) {
-  const Clock::time_point start = Clock::now();
+  const std::uint64_t start = fastClockTicks();
   for (RequestPtr& r : requests) {
     if (r) r->wait();
   }
   requests.clear();
-  ctx_.stats.transferSeconds += since(start);
+  account(ctx_, ctx_.stats.transferSeconds, Kind::kWait, start);
 }
 
 }  // namespace adaprec::detail

@@ -20,6 +20,7 @@
 #include "codec/host_kernels.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/signature_hash.hpp"
+#include "communicator/timeline.hpp"
 #include "config/environment_variables.hpp"
 #include "transport/internal_tags.hpp"
 
@@ -90,6 +91,7 @@ struct Communicator::Impl {
   std::map<std::string, Feedback, std::less<>> feedback;
   std::map<std::size_t, Format> fastestByCount;
   AllreduceStats totals;
+  std::shared_ptr<detail::Timeline> timeline;  // null: no timeline
 
   detail::Hierarchy& ensureHierarchy() {
     if (!hierarchy) {
@@ -111,7 +113,13 @@ struct Communicator::Impl {
     const std::uint64_t signature = detail::signatureOf(0, count, formatWord, static_cast<std::uint64_t>(algorithm),
                                                        average, errorFeedback);
     std::uint64_t values[2] = {signature, ~signature};
-    transport->allreduceMax(values, 2);
+    if (timeline) {
+      const std::uint64_t start = detail::fastClockTicks();
+      transport->allreduceMax(values, 2);
+      timeline->span(detail::Timeline::Kind::kAgreement, start, detail::fastClockTicks());
+    } else {
+      transport->allreduceMax(values, 2);
+    }
     ADAPREC_CHECK(values[0] == signature && values[1] == ~signature, ErrorCode::kMismatch,
                   "ranks disagree on the allreduce (this rank: count=" << count << " format=" << formatText
                       << " algorithm=" << algorithmName(algorithm) << " average=" << average
@@ -143,6 +151,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                                                            << segment.valid);
     codec::hostKernels();  // ADAPREC_CPU_ISA is refused now, not at the first encode
     ranksPerNode = detail::ranksPerNodeOverride();
+    if (!options.timelinePath.empty())
+      impl_->timeline = detail::Timeline::open(options.timelinePath, impl_->transport->rank());
   } catch (const Error& e) {
     localError = e;
   }
@@ -175,7 +185,9 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   for (const auto& [id, n] : perNode) impl_->maxRanksPerNode = std::max(impl_->maxRanksPerNode, n);
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (impl_ && impl_->timeline) impl_->timeline->flush();
+}
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
@@ -352,8 +364,10 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
       const float ranks = static_cast<float>(size());
       for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
     }
-    stats.totalSeconds = detail::fastClockSeconds(start, detail::fastClockTicks());
+    const std::uint64_t end = detail::fastClockTicks();
+    stats.totalSeconds = detail::fastClockSeconds(start, end);
     impl_->totals += stats;
+    if (impl_->timeline) impl_->timeline->call(start, end, stats);
   };
   AllreduceStats stats;
   stats.algorithm = algorithm;
@@ -383,6 +397,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   }
   detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount,
                                impl_->workspace};
+  ctx.timeline = impl_->timeline.get();
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     const int leaders = impl_->nodes;

@@ -15,6 +15,7 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
       detail::readEnvironmentUnsigned(detail::kEnvSegmentCount).value_or(kDefaultSegmentCount));
   options.checksum = detail::readEnvironmentFlag(detail::kEnvChecksum).value_or(false);
   options.timeoutSeconds = detail::readEnvironmentSeconds(detail::kEnvTimeout).value_or(0.0);
+  options.timelinePath = detail::environmentText(detail::kEnvTimeline).value_or("");
   return options;
 }
 

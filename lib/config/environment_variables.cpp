@@ -47,6 +47,9 @@ const std::array kVariables = {
                         "seconds, a decimal number from 0 to 1000000 (0: wait forever)", "0",
                         "a wait for a peer longer than this fails on every rank, naming the peer", 0, 1000000,
                         false},
+    EnvironmentVariable{"ADAPREC_TIMELINE", "every program", "a file path prefix", "unset (no timeline)",
+                        "write a Chrome trace of every allreduce to PATH.rank<N>.json per rank (docs/timeline.md)",
+                        0, 0, false},
 };
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

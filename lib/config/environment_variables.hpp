@@ -55,5 +55,6 @@ inline constexpr std::string_view kEnvRanksPerNodeName = "ADAPREC_RANKS_PER_NODE
 inline constexpr std::string_view kEnvCpuIsa = "ADAPREC_CPU_ISA";
 inline constexpr std::string_view kEnvChecksum = "ADAPREC_CHECKSUM";
 inline constexpr std::string_view kEnvTimeout = "ADAPREC_TIMEOUT";
+inline constexpr std::string_view kEnvTimeline = "ADAPREC_TIMELINE";
 
 }  // namespace adaprec::detail

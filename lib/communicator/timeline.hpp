@@ -1,0 +1,71 @@
+// The allreduce timeline (ADAPREC_TIMELINE, CommunicatorOptions::timelinePath): a Chrome Trace Event
+// Format file per rank, `<path>.rank<N>.json`, holding one complete event ("ph":"X") per allreduce call
+// and nested ones for its agreement check and every encode, decode, decodeAdd and transfer wait.
+// docs/timeline.md describes the file.
+//
+// Events are buffered in memory and written when the buffer holds kFlushEvents events, when a
+// Communicator using the file is destroyed and at process exit, so memory stays bounded and a killed
+// rank leaves a file that is readable up to its last flush: the file is a JSON array written one event
+// per line, and its closing bracket is only written at process exit (the Trace Event Format allows an
+// unterminated array). One Timeline per file per process, shared by every Communicator of that rank
+// and path, thread-safe. Timestamps are fast-clock ticks (communicator/fast_clock.hpp), converted to
+// microseconds from a per-process origin when written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "adaprec/communicator.hpp"
+
+namespace adaprec::detail {
+
+class Timeline {
+ public:
+  enum class Kind : std::uint8_t { kAllreduce, kAgreement, kEncode, kDecode, kDecodeAdd, kWait };
+  static constexpr std::size_t kFlushEvents = 4096;
+
+  // The shared recorder of `path + ".rank" + rank + ".json"`; the file is created (truncated) the first
+  // time this process opens it. Throws Error(kInvalidArgument) when it cannot be created.
+  static std::shared_ptr<Timeline> open(const std::string& path, int rank);
+  static std::string fileName(const std::string& path, int rank);
+
+  // A span on this rank's track (a step or the agreement check).
+  void span(Kind kind, std::uint64_t startTicks, std::uint64_t endTicks);
+  // The span of a whole allreduce call, with its arguments.
+  void call(std::uint64_t startTicks, std::uint64_t endTicks, const AllreduceStats& stats);
+  // Writes the buffered events to the file (and fflush).
+  void flush();
+
+  Timeline(std::FILE* file, int rank);
+  ~Timeline();  // flushes and writes the closing bracket
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+ private:
+  struct Event {
+    Kind kind;
+    std::uint64_t start;
+    std::uint64_t end;
+    Format format;
+    Algorithm algorithm;
+    std::size_t count;
+    std::size_t wireBytes;
+    std::size_t fp32Bytes;
+  };
+  void push(const Event& event);
+  void writeLocked();
+
+  std::mutex mutex_;
+  std::FILE* file_;
+  int rank_;
+  bool first_ = true;
+  std::vector<Event> events_;
+  std::string text_;
+};
+
+}  // namespace adaprec::detail

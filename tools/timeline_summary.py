@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Summarises AdaPrec allreduce timelines (ADAPREC_TIMELINE, docs/timeline.md).
+
+usage: timeline_summary.py FILE...    (e.g. run.rank*.json)
+
+Per format and algorithm, over every rank's file: the calls, their total time summed over ranks, and
+that time split into encode, decode (decode and decodeAdd), wait (blocked on transfers) and other (the
+rest of the call: agreement check, copies, averaging, posting messages). Files are read with the
+tolerant rule: a missing closing bracket is added and a cut last line is dropped.
+"""
+import bisect
+import json
+import sys
+
+
+def read_timeline(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read().rstrip()
+    if text.endswith("]"):
+        return json.loads(text)
+    try:
+        return json.loads(text + "\n]")
+    except json.JSONDecodeError:
+        return json.loads(text[: text.rfind("\n")] + "\n]")
+
+
+PARTS = {"encode": "encode", "decode": "decode", "decodeAdd": "decode", "wait": "wait"}
+
+
+def summarise(paths):
+    rows = {}  # (format, algorithm) -> [calls, total, encode, decode, wait]
+    ranks = set()
+    for path in paths:
+        events = read_timeline(path)
+        calls = sorted((e for e in events if e.get("name") == "allreduce"), key=lambda e: e["ts"])
+        starts = [c["ts"] for c in calls]
+        steps = {}
+        for e in events:
+            part = PARTS.get(e.get("name"))
+            if part is None:
+                continue
+            # The innermost call that began at or before the step (calls run one after another).
+            i = bisect.bisect_right(starts, e["ts"] + 0.002) - 1
+            if i >= 0:
+                steps.setdefault(i, {}).setdefault(part, 0.0)
+                steps[i][part] += e["dur"]
+        for i, c in enumerate(calls):
+            ranks.add(c.get("pid"))
+            key = (c["args"]["format"], c["args"]["algorithm"])
+            row = rows.setdefault(key, [0, 0.0, 0.0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += c["dur"]
+            for j, part in enumerate(("encode", "decode", "wait")):
+                row[2 + j] += steps.get(i, {}).get(part, 0.0)
+    return rows, len(ranks)
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    rows, ranks = summarise(argv[1:])
+    print(f"{len(argv) - 1} files, {ranks} ranks; times in ms summed over ranks, shares of the call time")
+    header = ("format", "algorithm", "calls", "total ms", "encode", "decode", "wait", "other")
+    print("{:<10} {:<20} {:>7} {:>11} {:>7} {:>7} {:>7} {:>7}".format(*header))
+    for (fmt, algo), (calls, total, enc, dec, wait) in sorted(rows.items()):
+        other = max(0.0, total - enc - dec - wait)
+        share = (lambda x: f"{100 * x / total:6.1f}%") if total > 0 else (lambda x: "     -")
+        print(f"{fmt:<10} {algo:<20} {calls:>7} {total / 1000:>11.3f} {share(enc):>7} {share(dec):>7} "
+              f"{share(wait):>7} {share(other):>7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
