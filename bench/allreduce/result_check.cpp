@@ -8,18 +8,6 @@
 
 namespace adaprec::bench {
 
-ErrorModel errorModel(Format format) {
-  switch (format) {
-    case Format::kFp32: return {0.0, 0.0, false};
-    case Format::kBf16: return {0x1p-8, 0.0, false};
-    case Format::kFp16: return {0x1p-11, 0x1p-25, false};
-    case Format::kFp8: return {0x1p-3, 0x1p-17, false};
-    case Format::kFp8s: return {0x1p-3, 0x1p-3, true};
-    case Format::kE4m3: return {0x1p-4, 0x1p-4, true};
-    default: return {1.0, 1.0, true};  // tableN
-  }
-}
-
 namespace {
 
 // Elements whose reference is formed at once: bounds the scratch memory whatever the count.
@@ -57,9 +45,8 @@ CheckResult checkResult(RankCollectives& ranks, const BenchData& data, const flo
   // Reference on this rank's slice, a block at a time.
   const std::size_t begin = count * static_cast<std::size_t>(me) / static_cast<std::size_t>(p);
   const std::size_t end = count * static_cast<std::size_t>(me + 1) / static_cast<std::size_t>(p);
-  const ErrorModel model = errorModel(format);
   const double k = static_cast<double>(p + 1) * (errorFeedback ? 2.0 : 1.0);
-  const double absoluteFloor = model.absoluteOfRange ? model.absolute * absSumBound(data, p, count) : model.absolute;
+  const double rangeMax = absSumBound(data, p, count);  // bounds every block's and chunk's maximum
   std::vector<float> values;
   std::vector<double> sum;
   std::vector<double> absSum;
@@ -88,7 +75,8 @@ CheckResult checkResult(RankCollectives& ranks, const BenchData& data, const flo
       }
       const double diff = std::fabs(out - sum[i]);
       maxDiff = std::max(maxDiff, diff);
-      const double bound = p * 0x1p-24 * absSum[i] + k * (model.relative * absSum[i] + absoluteFloor);
+      const double bound =
+          p * 0x1p-24 * absSum[i] + k * detail::quantizationErrorBound(format, absSum[i], rangeMax);
       if (diff > bound) ++wrong;
     }
   }

@@ -4,13 +4,13 @@
 //   - it differs bitwise from rank 0's result (every rank must end bit-identical), or
 //   - it is not finite while the reference is, or
 //   - |out - ref| > bound, bound = P * 2^-24 * S                      (fp32 summation)
-//                                + k * (u_f * S + a_f)                (quantization)
-//     with S = sum over ranks of |x_r|, k = P + 1 quantizations at most (x2 with error feedback),
-//     u_f the format's relative step and a_f its absolute floor:
-//       fp32 0 / 0; bf16 2^-8 / 0; fp16 2^-11 / 2^-25; fp8 2^-3 / 2^-17;
-//       fp8s 2^-3 / 2^-3 * A; e4m3 2^-4 / 2^-4 * A (block scales are relative to the block max,
-//       A = an upper bound of max_i S derived from the data generator); tableN 1 / A (a table can move a value anywhere
-//       inside the data's range: only gross errors count).
+//                                + k * e_f(S, A)                      (quantization)
+//     with S = sum over ranks of |x_r|, k = P + 1 quantizations (no fewer than any algorithm makes,
+//     tests/unit/test_error_model.cpp: the check needs no algorithm; x2 with error feedback) and e_f the most one quantization in
+//     format f moves a value (detail::quantizationErrorBound, lib/algorithm/error_model.hpp, the
+//     model the test suites assert): u_f S + a_f for fp32/bf16/fp16/fp8, u_f A for fp8s/e4m3
+//     (relative to the block maximum), A for tableN (anywhere inside the chunk's range: only
+//     gross errors count), A = an upper bound of max_i S derived from the data generator.
 // Each rank compares the reference on its own 1/P slice of the elements, and its whole result with
 // rank 0's, so the work is spread and every element is checked once against the reference.
 #pragma once
@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "adaprec/format.hpp"
+#include "algorithm/error_model.hpp"
 #include "bench_data.hpp"
 #include "rank_collectives.hpp"
 
@@ -28,14 +29,6 @@ struct CheckResult {
   double maxError = 0;       // max |out - ref| / max |ref|, over all elements (agreed across ranks)
   std::uint64_t wrong = 0;   // summed over ranks
 };
-
-struct ErrorModel {
-  double relative = 0;  // u_f
-  double absolute = 0;  // a_f in units of 1 (absoluteOfRange == false) or of A (true)
-  bool absoluteOfRange = false;
-};
-
-ErrorModel errorModel(Format format);
 
 // Collective. `result` is this rank's output of an allreduce of BenchData(seed) over all ranks;
 // `rootCopy` is scratch of `count` floats.

@@ -1,9 +1,11 @@
-// Algorithm names, dispatch, error-feedback slots and the auto rule.
+// Algorithm names, dispatch, error-feedback slots, the auto rule and each algorithm's number of
+// quantizations per value (declared in error_model.hpp).
 #include "algorithm/algorithm.hpp"
 
 #include <array>
 
 #include "adaprec/error.hpp"
+#include "algorithm/error_model.hpp"
 #include "transport/timeout.hpp"
 
 namespace adaprec {
@@ -116,8 +118,49 @@ Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes
   // pays for very large messages (measured: docs/algorithms.md, "Measured").
   if (nodes == 1 && count * sizeof(float) < kAutoCompressSharedMinBytes) return Algorithm::kNative;
   if (nodes > 1 && maxRanksPerNode > 1) return Algorithm::kHierarchical;
-  if (ranks <= 8) return Algorithm::kTwoShot;
+  if (ranks <= kTwoShotMaxRanks) return Algorithm::kTwoShot;
   return Algorithm::kRabenseifner;
+}
+
+Algorithm hierarchicalInnerAlgorithm(Format format, int nodes) {
+  if (format == Format::kFp32) return Algorithm::kNative;
+  return nodes <= kTwoShotMaxRanks ? Algorithm::kTwoShot : Algorithm::kRabenseifner;
+}
+
+namespace {
+
+int floorLog2(int n) {
+  int k = 0;
+  while ((2 << k) <= n) ++k;
+  return k;
+}
+
+}  // namespace
+
+// Q of docs/algorithms.md, from the steps in each algorithm's header comment; q = largest power of two
+// <= p, and p != q adds the pre/post step of rabenseifner and recursive_doubling.
+int quantizationsPerValue(Algorithm algorithm, Format wire, int ranks, int nodes) {
+  if (ranks <= 1) return 0;
+  const int log2q = floorLog2(ranks);
+  const bool prePostStep = (1 << log2q) != ranks;
+  switch (algorithm) {
+    // MPI sums fp32 as is; bf16/fp16 round once up front and after each of up to p-1 additions.
+    case Algorithm::kNative: return wire == Format::kFp32 ? 0 : ranks;
+    // p-1 re-encodes of partial sums in the reduce-scatter + 1 by the owner.
+    case Algorithm::kRing: return ranks;
+    // The contributor's encode + the owner's encode.
+    case Algorithm::kTwoShot: return 2;
+    // One encode per halving round + the owner's; the pre-step's encode of the even ranks' vectors.
+    case Algorithm::kRabenseifner: return log2q + 1 + (prePostStep ? 1 : 0);
+    // One encode per round; pre-step and post-step encodes.
+    case Algorithm::kRecursiveDoubling: return log2q + (prePostStep ? 2 : 0);
+    // fp32 inside a node; only the leaders' inner allreduce quantizes.
+    case Algorithm::kHierarchical:
+      return quantizationsPerValue(hierarchicalInnerAlgorithm(wire, nodes), wire, nodes, nodes);
+    case Algorithm::kAuto: break;
+  }
+  ADAPREC_FAIL(ErrorCode::kInvalidArgument,
+               "quantizationsPerValue needs a concrete algorithm, got " << algorithmName(algorithm));
 }
 
 }  // namespace detail

@@ -88,6 +88,11 @@ bool nativeSupports(Format format);
 // The auto rule (docs/algorithms.md). ranks = communicator size, nodes = distinct node ids,
 // maxRanksPerNode = ranks on the fullest node.
 Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes, int maxRanksPerNode);
+// What hierarchical's node leaders run among `nodes` leaders: auto's choice for that many ranks, and
+// native for fp32 (nothing to compress).
+Algorithm hierarchicalInnerAlgorithm(Format format, int nodes);
+// auto and hierarchical take twoshot (2 quantizations whatever p) up to this many ranks.
+inline constexpr int kTwoShotMaxRanks = 8;
 // Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native.
 inline constexpr std::size_t kAutoCompressMinBytes = std::size_t{256} << 10;
 // The same threshold when all ranks share one node (no network: bytes are cheap to move).

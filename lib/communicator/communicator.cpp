@@ -400,10 +400,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   ctx.timeline = impl_->timeline.get();
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
-    const int leaders = impl_->nodes;
-    ctx.innerAlgorithm = format == Format::kFp32 ? Algorithm::kNative
-                         : leaders <= 8          ? Algorithm::kTwoShot
-                                                 : Algorithm::kRabenseifner;
+    ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(format, impl_->nodes);
   }
   detail::runAlgorithm(algorithm, ctx, recv, count);
 

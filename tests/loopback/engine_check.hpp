@@ -1,6 +1,6 @@
-// Shared by the loopback and MPI suites: test inputs, the fp64 reference and the documented error
-// bound (docs/algorithms.md) of every format x algorithm, as a function of the number of
-// quantizations a value goes through.
+// Shared by the loopback and MPI suites: test inputs, the fp64 reference and the check of a result
+// against the documented error bound. The bound and each algorithm's number of quantizations are the
+// library's one declaration (lib/algorithm/error_model.hpp), which the docs' tables state.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/format.hpp"
+#include "algorithm/error_model.hpp"
 
 namespace adaprec::test {
 
@@ -36,32 +37,7 @@ inline std::vector<float> makeInput(int rank, std::size_t count, bool integers, 
   return v;
 }
 
-inline int floorLog2(int p) {
-  int k = 0;
-  while ((2 << k) <= p) ++k;
-  return k;
-}
-
-// How many times a value is quantized (encoded to a lossy format) on its way to the result.
-inline int quantizations(Algorithm algorithm, Format wire, int ranks, int nodes) {
-  if (ranks <= 1) return 0;
-  const int q = 1 << floorLog2(ranks);
-  const bool extra = q != ranks;
-  switch (algorithm) {
-    case Algorithm::kNative: return wire == Format::kFp32 ? 0 : ranks;
-    case Algorithm::kRing: return ranks;
-    case Algorithm::kTwoShot: return 2;
-    case Algorithm::kRabenseifner: return floorLog2(ranks) + 1 + (extra ? 1 : 0);
-    case Algorithm::kRecursiveDoubling: return floorLog2(ranks) + (extra ? 2 : 0);
-    case Algorithm::kHierarchical:
-      if (nodes <= 1) return 0;
-      return nodes <= 8 ? 2 : floorLog2(nodes) + 1 + ((1 << floorLog2(nodes)) != nodes ? 1 : 0);
-    case Algorithm::kAuto: break;
-  }
-  return 1 << 20;
-}
-
-// Per-element statistics of the inputs the bound is expressed in.
+// Per-element statistics of the inputs the bound is expressed in (detail::ElementMagnitudes).
 struct InputStats {
   std::vector<double> exact;    // fp64 sum per element
   std::vector<double> absSum;   // S_i = sum over ranks of |x_r[i]|
@@ -85,24 +61,6 @@ inline InputStats inputStats(const std::vector<std::vector<float>>& inputs) {
   }
   for (double a : s.absSum) s.maxAbsSum = std::max(s.maxAbsSum, a);
   return s;
-}
-
-// The documented bound on |result_i - exact_i| (docs/algorithms.md, "Error bounds"), Q quantizations.
-inline double errorBound(Format wire, int q, int ranks, const InputStats& s, std::size_t i) {
-  const double fp32Slack = s.absSum[i] * ranks * std::ldexp(1.0, -23);  // fp32 additions
-  auto growth = [&](double u) { return std::pow(1.0 + u, q) - 1.0; };
-  switch (wire) {
-    case Format::kFp32: return fp32Slack;
-    case Format::kBf16: return growth(std::ldexp(1.0, -8)) * s.absSum[i] + fp32Slack;
-    case Format::kFp16:
-      return growth(std::ldexp(1.0, -11)) * s.absSum[i] + q * std::ldexp(1.0, -24) + fp32Slack;
-    case Format::kFp8:
-      return growth(std::ldexp(1.0, -3)) * s.absSum[i] + q * std::ldexp(1.0, -16) + fp32Slack;
-    case Format::kFp8s:
-    case Format::kE4m3: return growth(std::ldexp(1.0, -3)) * s.maxAbsSum + fp32Slack;
-    default: return q * s.sumOfMax + fp32Slack;  // Table-N: each quantization moves a value by at
-                                                 // most its chunk's largest magnitude (<= M)
-  }
 }
 
 // Empty when ok; else a description of the first violation. Checks bit-identical results across
@@ -139,7 +97,9 @@ inline std::string checkResults(const std::vector<std::vector<float>>& inputs,
       }
       continue;
     }
-    const double bound = errorBound(wire, quantizationSteps, p, s, i) * (average ? 1.0 + 1e-6 : 1.0) +
+    const double documented =
+        detail::allreduceErrorBound(wire, quantizationSteps, p, {s.absSum[i], s.maxAbsSum, s.sumOfMax});
+    const double bound = documented * (average ? 1.0 + 1e-6 : 1.0) +
                          (average ? std::fabs(s.exact[i]) * 1e-6 : 0.0);
     if (!(std::fabs(got - s.exact[i]) <= bound)) {
       os << "element " << i << ": got " << got << ", exact " << s.exact[i] << ", error "

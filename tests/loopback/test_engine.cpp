@@ -136,7 +136,7 @@ TEST_CASE("sums near FLT_MAX stay finite on every rank: every lossy format and a
       const Algorithm ran = got.stats[0].algorithm;
       const std::string failure =
           checkResults(*run.inputs, got.outputs, got.stats[0].format,
-                       quantizations(ran, got.stats[0].format, p, p / run.ranksPerNode), false, false);
+                       detail::quantizationsPerValue(ran, got.stats[0].format, p, p / run.ranksPerNode), false, false);
       INFO(failure);
       CHECK(failure.empty());
     }

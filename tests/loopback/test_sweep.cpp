@@ -47,7 +47,7 @@ void sweep(Algorithm algorithm) {
         const Format wire = got.stats[0].format;
         if (algorithm != Algorithm::kAuto) REQUIRE(ran == algorithm);
         const int nodes = (p + kRanksPerNode - 1) / kRanksPerNode;
-        const int q = quantizations(ran, wire, p, nodes);
+        const int q = detail::quantizationsPerValue(ran, wire, p, nodes);
         const std::string failure =
             checkResults(inputs, got.outputs, wire, q, integers && isLossless(wire), false);
         INFO("ran " << algorithmName(ran) << " wire " << formatName(wire) << ": " << failure);

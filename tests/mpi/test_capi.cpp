@@ -30,7 +30,7 @@ int run() {
   const std::size_t count = 30000;
   std::vector<std::vector<float>> inputs;
   for (int r = 0; r < p; ++r) inputs.push_back(makeInput(r, count, false));
-  const int q = quantizations(Algorithm::kTwoShot, Format::kFp8, p, p);
+  const int q = detail::quantizationsPerValue(Algorithm::kTwoShot, Format::kFp8, p, p);
 
   // Out of place and MPI_IN_PLACE float sums: compressed, within the bound.
   std::vector<float> out(count);

@@ -94,7 +94,7 @@ int run() {
         }
         verdict.check(agreed(hashBytes(result.data(), count * sizeof(float))),
                       what + ": ranks are not bit-identical");
-        const int q = quantizations(stats.algorithm, stats.format, p, nodes);
+        const int q = detail::quantizationsPerValue(stats.algorithm, stats.format, p, nodes);
         const std::vector<std::vector<float>> outputs(p, result);
         const std::string failure = checkResults(inputs, outputs, stats.format, q,
                                                  integers && isLossless(stats.format), false);
