@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "adaprec/communicator_mpi.hpp"
+#include "mpi_verdict.hpp"
 
 using namespace adaprec;
 
@@ -107,14 +108,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rc = 1;
-  try {
-    rc = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "engine_timing: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
+  return adaprec::test::mpiTestMain(&argc, &argv, "engine_timing", [&] { return run(argc, argv); });
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "adaprec/communicator_mpi.hpp"
+#include "mpi_verdict.hpp"
 
 using namespace adaprec;
 
@@ -78,14 +79,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rc = 1;
-  try {
-    rc = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "timeline_overhead: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
+  return adaprec::test::mpiTestMain(&argc, &argv, "timeline_overhead", [&] { return run(argc, argv); });
 }
