@@ -13,28 +13,12 @@
 #include <random>
 #include <vector>
 
+#include "../support/interleaved_timing.hpp"
 #include "transport/crc32c.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::vector<double> interleavedMedians(int reps, const std::vector<std::function<void()>>& ops) {
-  std::vector<std::vector<double>> t(ops.size());
-  for (const auto& op : ops) op();  // warm-up: page faults, caches
-  for (int r = 0; r < reps; ++r)
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      const auto start = Clock::now();
-      ops[k]();
-      t[k].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    }
-  std::vector<double> medians;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    medians.push_back(v[v.size() / 2]);
-  }
-  return medians;
-}
+using adaprec::bench::interleavedMedians;
 
 }  // namespace
 

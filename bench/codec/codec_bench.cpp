@@ -25,6 +25,7 @@
 
 #include "../support/cli_checks.hpp"
 #include "../support/gradient_data.hpp"
+#include "../support/interleaved_timing.hpp"
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "codec/host_kernels.hpp"
@@ -47,26 +48,7 @@ double medianSeconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
-// Median seconds of each operation over `reps` rounds in which the operations take turns (memcpy,
-// encode, decode, decodeAdd, memcpy, ...). The memory bandwidth of a shared machine drifts by tens of
-// percent within seconds; a baseline timed at another moment than the codec would move every ratio.
-std::vector<double> interleavedMedians(int reps, const std::vector<std::function<void()>>& ops) {
-  std::vector<std::vector<double>> t(ops.size());
-  for (const auto& op : ops) op();  // warm-up: page faults, caches
-  for (int r = 0; r < reps; ++r) {
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      const auto start = Clock::now();
-      ops[k]();
-      t[k].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    }
-  }
-  std::vector<double> medians;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    medians.push_back(v[v.size() / 2]);
-  }
-  return medians;
-}
+using adaprec::bench::interleavedMedians;
 
 struct ErrorStats {
   double relRms;      // ||x - y|| / ||x||
