@@ -39,8 +39,7 @@ PY
 if [ "$(cat "$cache/requirements" 2>/dev/null)" != "$requirements" ]; then
   # shellcheck disable=SC2086
   if ! "${pip[@]}" download --quiet --dest "$cache" $requirements >"$work/download.log" 2>&1; then
-    tail -3 "$work/download.log"
-    skip "PyPI unreachable: cannot download the build requirements ($requirements) into $cache"
+    skip "PyPI unreachable: cannot download the build requirements ($requirements) into $cache (log: $work/download.log)"
   fi
   echo "$requirements" >"$cache/requirements"
 fi
