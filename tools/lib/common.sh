@@ -9,8 +9,9 @@ ADAPREC_PACKAGES=(meson ninja-build g++ pkgconf zlib1g-dev libopenmpi-dev openmp
   libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3 python3-numpy python3-scipy python3-matplotlib python3-mpi4py
   iproute2)
 # Only the test suites need these (PyTorch alone is over half of all packages a fresh machine installs):
-# tools/test passes them to adaprec_install_missing, tools/demo does not.
-ADAPREC_TEST_PACKAGES=(python3-torch)
+# tools/test passes them to adaprec_install_missing, tools/demo does not. python3-venv: the pip-install
+# test's fresh venv (ensurepip; the venv's pip comes with it).
+ADAPREC_TEST_PACKAGES=(python3-torch python3-venv)
 
 # What the fuzz build needs on top (tools/fuzz, tools/test --ci): clang 14 and its runtime (libFuzzer,
 # ASan, UBSan). Passed to adaprec_install_missing by the scripts that build build-fuzz/.
