@@ -210,9 +210,8 @@ extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_D
     }
     phase.observations = c.observations;
     phase.remainingSteps = c.totalSteps > c.start ? c.totalSteps - c.start : std::numeric_limits<std::uint32_t>::max();
-    ADAPREC_CHECK_ARG(c.totalSteps == 0 || c.totalSteps > c.start + longest,
-                      "the branches reach step " << c.start + longest << ", the end of training (" << c.totalSteps
-                                                 << "): nothing is left to decide for");
+    // Branches that reach the end of training still get a decision (predicted one step beyond), as in
+    // adaprec-train, whose last phase may end exactly there.
     ctl::ControllerConfig config = c.config;
     config.speculativeSteps = longest;
     const ctl::PhasePlan plan = ctl::planPhase(config, phase);

@@ -81,6 +81,15 @@ int main(void) {
   CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
   CHECK(strcmp(d.format, "fp16") == 0 && d.predictedStep == 130 + 130);
 
+  /* A phase whose branches reach the end of training still decides (adaprec-train's last phase may). */
+  AdaPrec_Controller end = NULL;
+  options.totalSteps = 30;
+  CHECK(AdaPrec_ControllerCreate(candidates, 3, &options, &end) == ADAPREC_OK);
+  report_phase(end, 0, 0.2);
+  CHECK(AdaPrec_ControllerDecide(end, &d) == ADAPREC_OK && d.predictedStep == 31);
+  CHECK(AdaPrec_ControllerFree(end) == ADAPREC_OK);
+  options.totalSteps = 1000;
+
   /* The record: adaprec-train's decision line. Ask for the size, then read it. */
   size_t size = 0;
   CHECK(AdaPrec_ControllerDecisionRecord(c, NULL, 0, &size) == ADAPREC_OK && size > 100);
