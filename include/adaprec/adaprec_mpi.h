@@ -117,6 +117,73 @@ int AdaPrec_CommGetFeedback(AdaPrec_Comm comm, const char *key, uint64_t slot, f
 int AdaPrec_CommSetFeedback(AdaPrec_Comm comm, const char *key, const char *algo, uint64_t count,
                             uint64_t slots, const float *data);
 
+/* ---- The precision controller (libadaprec_controller): adaptive precision for any trainer -------
+ *
+ * The decision adaprec-train's `--format adaptive` makes, for a trainer that runs its own speculative
+ * branches (docs/trainer.md, "The controller as a library"). Per phase: from one training state, the
+ * trainer trains a short branch in each candidate format (restoring the state between branches),
+ * evaluates each branch a few times on a fixed validation set, and reports the points; the controller
+ * fits the learning curves jointly, predicts each candidate's accuracy at the end of the continuation
+ * it would get, and answers the format to continue with (the best predicted accuracy gain per second),
+ * its predicted accuracy (mean, sd), how many steps to continue before the next phase, and the
+ * decision record as JSON (adaprec-train's "event":"decision" log line). The controller needs no MPI:
+ * give it the same numbers on every rank (seconds per step as the maximum over ranks) and it decides
+ * the same on every rank.
+ *
+ * Return values: ADAPREC_OK or ADAPREC_ERR_* above; AdaPrec_ControllerLastError() then gives a
+ * one-line message (per thread, valid until this thread's next AdaPrec_Controller* call). No C++
+ * exception crosses these calls. */
+typedef struct AdaPrec_ControllerObject *AdaPrec_Controller;
+
+#define ADAPREC_RULE_GAIN 0 /* largest predicted accuracy gain per second (the original AdaPrec) */
+#define ADAPREC_RULE_RISK 1 /* largest probability of beating fp32's gain per second */
+
+typedef struct AdaPrec_ControllerOptions {
+  uint64_t continuationSteps; /* at least this many steps after each decision (default 300) */
+  double maxOverhead;         /* (0, 1]: continuations are lengthened until the abandoned branches are
+                                 at most this share of a phase's time (default 0.25; 1: fixed) */
+  uint64_t totalSteps;        /* the step training ends at (predictions stop there); 0: unknown */
+  uint64_t validationImages;  /* images behind each accuracy (binomial noise in the fit); 0: unknown */
+  double stepsPerEpoch;       /* for the record's "epoch" field only; 0: the record's epoch is 0 */
+  int rule;                   /* ADAPREC_RULE_GAIN (default) or ADAPREC_RULE_RISK */
+} AdaPrec_ControllerOptions;
+
+typedef struct AdaPrec_Decision {
+  char format[64];            /* the candidate to continue with (NUL-terminated) */
+  uint64_t candidate;         /* its index in the candidate list */
+  double predictedMean;       /* its predicted validation accuracy at predictedStep */
+  double predictedSd;
+  uint64_t predictedStep;     /* absolute step of that prediction */
+  uint64_t continuationSteps; /* continue this many steps after the chosen branch's end, then the next phase */
+} AdaPrec_Decision;
+
+const char *AdaPrec_ControllerLastError(void);
+void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions *options);
+/* candidates: count format specs ("fp32", "fp8s", "table4+ef", "fastest"), each at most once; options
+ * NULL: the defaults. */
+int AdaPrec_ControllerCreate(const char *const *candidates, size_t count,
+                             const AdaPrec_ControllerOptions *options, AdaPrec_Controller *out);
+/* NULL is accepted. */
+int AdaPrec_ControllerFree(AdaPrec_Controller controller);
+/* Starts a phase whose branches all start at absolute step `step` (forgets the last phase's points). */
+int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step);
+/* One point of a candidate's branch: absolute step (the first point of every branch at the phase's
+ * step, with the accuracy of the shared start; then increasing), validation accuracy in [0, 1], and
+ * the branch's seconds per training step measured so far (the value given with the branch's last
+ * point counts; 0 is allowed at the start point). */
+int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, const char *candidate, uint64_t step,
+                                  double accuracy, double secondsPerStep);
+/* Optional: the trainer's learning rate at phase-relative steps 0 .. count-1 of this phase. Carried
+ * to the predictor (which will model schedules; it does not use them yet). */
+int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller, const double *rates, size_t count);
+/* Decides the phase (every candidate needs >= 2 points) and closes it: the next points need the
+ * next AdaPrec_ControllerBeginPhase. */
+int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_Decision *decision);
+/* The last decision's record as one line of JSON: written into out when capacity suffices (with its
+ * NUL), *size always set to its length without the NUL (out NULL to ask). */
+int AdaPrec_ControllerDecisionRecord(AdaPrec_Controller controller, char *out, size_t capacity,
+                                     size_t *size);
+
 #ifdef __cplusplus
 }
 #endif

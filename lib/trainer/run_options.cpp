@@ -9,7 +9,7 @@
 
 #include "adaprec/error.hpp"
 #ifdef ADAPREC_TRAINER_CONTROLLER
-#include "policy/precision_controller.hpp"
+#include "trainer/controller_adapter.hpp"
 #endif
 
 namespace adaprec::trainer {
@@ -312,7 +312,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
 #ifdef ADAPREC_TRAINER_CONTROLLER
   if (adaptive) {
     trainer.setValidationSet(std::move(validation));
-    policy::ControllerConfig cc;
+    controller::ControllerConfig cc;
     cc.candidates.clear();
     std::stringstream ss(o.candidates);
     for (std::string item; std::getline(ss, item, ',');) cc.candidates.push_back(item);
@@ -321,8 +321,8 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.continuationSteps = o.phaseSteps;
     cc.maxOverhead = o.maxOverhead;
     cc.validationImages = o.validationImages;
-    cc.rule = policy::parseDecisionRule(o.rule);
-    policy::PrecisionController controller(cc);
+    cc.rule = controller::parseDecisionRule(o.rule);
+    ControllerHook controller(cc);
     r.final = trainer.train(&controller);
     r.controllerOverheadSeconds = controller.overheadSeconds();
   } else {

@@ -29,7 +29,7 @@ struct RunOptions {
   std::string algo = "twoshot";
   std::string reducer = "auto";   // auto | mpi | adaprec
   std::string bucketing = "fused";
-  // --format adaptive (the precision controller, lib/policy)
+  // --format adaptive (the precision controller, lib/controller)
   std::uint64_t specSteps = 30;       // steps per speculative branch
   int specEvals = 3;                  // validation evaluations per branch
   std::uint64_t phaseSteps = 300;     // continuation steps after each decision

@@ -95,3 +95,79 @@ def _declare(lib):
 
 
 lib = _declare(ctypes.CDLL(_library_path()))
+
+
+# ---- The precision controller (libadaprec_controller, AdaPrec_Controller* in adaprec_mpi.h) -------
+# Its own library (it needs the learning-curve predictor), loaded on first use from beside libadaprec:
+# the same directory once installed, lib/controller/ under it in a build tree.
+
+RULE_GAIN = 0
+RULE_RISK = 1
+
+
+class ControllerOptions(ctypes.Structure):
+    _fields_ = [
+        ("continuationSteps", ctypes.c_uint64),
+        ("maxOverhead", ctypes.c_double),
+        ("totalSteps", ctypes.c_uint64),
+        ("validationImages", ctypes.c_uint64),
+        ("stepsPerEpoch", ctypes.c_double),
+        ("rule", ctypes.c_int),
+    ]
+
+
+class Decision(ctypes.Structure):
+    _fields_ = [
+        ("format", ctypes.c_char * 64),
+        ("candidate", ctypes.c_uint64),
+        ("predictedMean", ctypes.c_double),
+        ("predictedSd", ctypes.c_double),
+        ("predictedStep", ctypes.c_uint64),
+        ("continuationSteps", ctypes.c_uint64),
+    ]
+
+
+def _controller_library_path():
+    directory = os.path.dirname(os.path.realpath(lib._name)) if os.path.sep in lib._name else ""
+    for candidate in (os.path.join(directory, "libadaprec_controller.so.0"),
+                      os.path.join(directory, "controller", "libadaprec_controller.so.0")):
+        if directory and os.path.exists(candidate):
+            return candidate
+    found = ctypes.util.find_library("adaprec_controller")
+    if found:
+        return found
+    raise ImportError(
+        f"adaprec: libadaprec_controller.so not found beside {lib._name}; install AdaPrec with its "
+        "controller (meson install)")
+
+
+_controller = None
+
+
+def controller_lib():
+    """libadaprec_controller with its signatures declared (loaded on the first call)."""
+    global _controller
+    if _controller is None:
+        P = ctypes.POINTER
+        c_ctrl = ctypes.c_void_p
+        signatures = {
+            "AdaPrec_ControllerLastError": (ctypes.c_char_p, []),
+            "AdaPrec_ControllerDefaultOptions": (None, [P(ControllerOptions)]),
+            "AdaPrec_ControllerCreate": (
+                ctypes.c_int, [P(ctypes.c_char_p), ctypes.c_size_t, P(ControllerOptions), P(c_ctrl)]),
+            "AdaPrec_ControllerFree": (ctypes.c_int, [c_ctrl]),
+            "AdaPrec_ControllerBeginPhase": (ctypes.c_int, [c_ctrl, ctypes.c_uint64]),
+            "AdaPrec_ControllerReportPoint": (
+                ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_double, ctypes.c_double]),
+            "AdaPrec_ControllerSetLearningRates": (ctypes.c_int, [c_ctrl, P(ctypes.c_double), ctypes.c_size_t]),
+            "AdaPrec_ControllerDecide": (ctypes.c_int, [c_ctrl, P(Decision)]),
+            "AdaPrec_ControllerDecisionRecord": (
+                ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_size_t, P(ctypes.c_size_t)]),
+        }
+        loaded = ctypes.CDLL(_controller_library_path())
+        for name, (restype, argtypes) in signatures.items():
+            function = getattr(loaded, name)
+            function.restype = restype
+            function.argtypes = argtypes
+        _controller = loaded
+    return _controller

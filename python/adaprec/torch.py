@@ -266,3 +266,301 @@ def hook(state, bucket):
     else:
         _complete(future, lambda: state._reduce(buffer, spec, layout), buffer)
     return future
+
+
+# ---- Adaptive precision: the AdaPrec precision controller driving a DDP training loop --------------
+
+class Controller:
+    """The precision controller's decision (libadaprec_controller's C API, AdaPrec_Controller*): for
+    each phase, report every candidate branch's points, then decide. No MPI inside: give every rank
+    the same numbers (seconds per step as the maximum over ranks) and each decides the same.
+
+    candidates: format specs; continuation_steps, max_overhead, rule ("gain" | "risk"): as
+    adaprec-train's --phase-steps, --max-overhead, --rule; total_steps: where training ends (0:
+    unknown); validation_images: images behind each accuracy (0: unknown); steps_per_epoch: for the
+    record's epoch only."""
+
+    def __init__(self, candidates, continuation_steps=300, max_overhead=0.25, total_steps=0,
+                 validation_images=0, steps_per_epoch=0, rule="gain"):
+        import ctypes
+
+        from . import _capi
+
+        self._lib = _capi.controller_lib()
+        self._capi = _capi
+        if rule not in ("gain", "risk"):
+            raise adaprec.InvalidArgumentError(f"adaprec: unknown decision rule {rule!r} (valid: gain, risk)",
+                                               _capi.ERR_INVALID_ARGUMENT)
+        self.candidates = [str(c) for c in candidates]
+        options = _capi.ControllerOptions()
+        self._lib.AdaPrec_ControllerDefaultOptions(ctypes.byref(options))
+        options.continuationSteps = int(continuation_steps)
+        options.maxOverhead = float(max_overhead)
+        options.totalSteps = int(total_steps or 0)
+        options.validationImages = int(validation_images or 0)
+        options.stepsPerEpoch = float(steps_per_epoch or 0)
+        options.rule = _capi.RULE_RISK if rule == "risk" else _capi.RULE_GAIN
+        names = (ctypes.c_char_p * len(self.candidates))(*[c.encode() for c in self.candidates])
+        handle = ctypes.c_void_p()
+        self._check(self._lib.AdaPrec_ControllerCreate(names, len(self.candidates), ctypes.byref(options),
+                                                       ctypes.byref(handle)))
+        self._handle = handle
+
+    def _check(self, code):
+        if code != self._capi.OK:
+            message = self._lib.AdaPrec_ControllerLastError().decode(errors="replace")
+            raise adaprec._ERRORS.get(code, adaprec.AdaPrecError)(message, code)
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            self._check(self._lib.AdaPrec_ControllerFree(self._handle))
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def begin_phase(self, step):
+        self._check(self._lib.AdaPrec_ControllerBeginPhase(self._handle, int(step)))
+
+    def report(self, candidate, step, accuracy, seconds_per_step):
+        self._check(self._lib.AdaPrec_ControllerReportPoint(self._handle, str(candidate).encode(), int(step),
+                                                            float(accuracy), float(seconds_per_step)))
+
+    def set_learning_rates(self, rates):
+        import ctypes
+
+        array = (ctypes.c_double * len(rates))(*[float(r) for r in rates])
+        self._check(self._lib.AdaPrec_ControllerSetLearningRates(self._handle, array, len(rates)))
+
+    def decide(self):
+        """-> dict(format, candidate, predicted_mean, predicted_sd, predicted_step, continuation_steps)."""
+        import ctypes
+
+        d = self._capi.Decision()
+        self._check(self._lib.AdaPrec_ControllerDecide(self._handle, ctypes.byref(d)))
+        return {"format": d.format.decode(), "candidate": d.candidate, "predicted_mean": d.predictedMean,
+                "predicted_sd": d.predictedSd, "predicted_step": d.predictedStep,
+                "continuation_steps": d.continuationSteps}
+
+    def record(self):
+        """The last decision's record (adaprec-train's "event":"decision" log line) as a dict."""
+        import ctypes
+        import json
+
+        size = ctypes.c_size_t()
+        self._check(self._lib.AdaPrec_ControllerDecisionRecord(self._handle, None, 0, ctypes.byref(size)))
+        buffer = ctypes.create_string_buffer(size.value + 1)
+        self._check(self._lib.AdaPrec_ControllerDecisionRecord(self._handle, buffer, size.value + 1,
+                                                               ctypes.byref(size)))
+        return json.loads(buffer.value.decode())
+
+
+def _median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+
+
+class TrainingState:
+    """Everything a speculative branch changes, kept in memory: model parameters and buffers, optimizer
+    state, LR scheduler state, the RNGs (torch, numpy, python, CUDA when present), the hook's
+    error-feedback residuals (and its bucket-to-key map), and the step counter."""
+
+    def __init__(self, step, model, optimizer, scheduler, rng, residuals, hook_layout):
+        self.step = step
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.rng = rng
+        self.residuals = residuals
+        self.hook_layout = hook_layout
+
+
+class AdaptivePrecision:
+    """Adaptive precision for an existing DDP training loop with the AdaPrec hook: the AdaPrec
+    controller's phases (adaprec-train's --format adaptive) around the user's own step and evaluation.
+
+        state = adaprec.torch.HookState(format="fp32")
+        model.register_comm_hook(state, adaprec.torch.hook)
+        driver = adaprec.torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate,
+                                                 total_steps=1000, scheduler=scheduler)
+        for step in driver.steps():      # was: for step in range(1000)
+            train_step(step)
+
+    Every continuation_steps or so (a phase), from the current state, each candidate format trains a
+    branch of speculative_steps steps (train_step), evaluated eval_points times (evaluate), restoring
+    the state between branches; the controller predicts each candidate's accuracy and training goes on
+    from the chosen branch's end in its format (the hook's format is set), the other branches dropped.
+
+    train_step(step): one optimizer step (forward, backward, optimizer.step(), scheduler.step()) on the
+    batch of global step `step`: draw the batch from the step number, so that every branch of a phase
+    sees the same batches. evaluate(): validation accuracy in [0, 1], the same number on every rank (a
+    fixed held-out set). learning_rate(step), optional: the schedule's rate at a step, carried to the
+    predictor. Decisions are taken on every rank from the same numbers and rank 0's is followed
+    (torch.distributed broadcast); records holds each decision's record (rank 0's log line).
+    Residuals are dropped when a branch starts and at the decision, as in adaprec-train."""
+
+    def __init__(self, model, optimizer, hook_state, train_step, evaluate, total_steps, scheduler=None,
+                 candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
+                 eval_points=2, continuation_steps=100, max_overhead=0.25, rule="gain",
+                 validation_images=0, steps_per_epoch=0, learning_rate=None):
+        if eval_points < 1 or speculative_steps < eval_points:
+            raise adaprec.InvalidArgumentError(
+                f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.hook_state = hook_state
+        self.train_step = train_step
+        self.evaluate = evaluate
+        self.learning_rate = learning_rate
+        self.total_steps = int(total_steps)
+        self.candidates = list(candidates)
+        self.speculative_steps = int(speculative_steps)
+        self.eval_points = int(eval_points)
+        self.controller = Controller(self.candidates, continuation_steps, max_overhead, total_steps,
+                                     validation_images, steps_per_epoch, rule)
+        self.records = []          # one decision record (dict) per phase
+        self.current = None        # the format training continues in
+        self.next_phase = 0
+        self.snapshot_seconds = 0.0  # time spent in snapshot() / restore(), and how often
+        self.restore_seconds = 0.0
+        self.snapshots = 0
+        self.restores = 0
+
+    # ---- the loop ----------------------------------------------------------------------------------
+    def steps(self):
+        """The regular steps' numbers; phases run in between (their branch steps are not yielded)."""
+        step = 0
+        while step < self.total_steps:
+            if step >= self.next_phase and step + self.speculative_steps <= self.total_steps:
+                step = self.run_phase(step)
+                if step >= self.total_steps:
+                    return
+            yield step
+            step += 1
+
+    def run_phase(self, start):
+        """One phase from step `start`; returns the step training continues at (the chosen branch's end)."""
+        import time
+
+        base = self.snapshot(start)
+        base_accuracy = float(self.evaluate())
+        self.controller.begin_phase(start)
+        ends = []
+        for c, candidate in enumerate(self.candidates):
+            if c > 0:
+                self.restore(base)
+            self._apply(candidate)
+            points = [(start, base_accuracy)]
+            seconds = []
+            step = start
+            for k in range(1, self.eval_points + 1):
+                until = start + self.speculative_steps * k // self.eval_points
+                while step < until:
+                    t0 = time.perf_counter()
+                    self.train_step(step)
+                    seconds.append(time.perf_counter() - t0)
+                    step += 1
+                points.append((step, float(self.evaluate())))
+            # The slowest rank sets a synchronous step's pace; the median drops one-off costs.
+            per_step = self._max_over_ranks(_median(seconds))
+            for p, (at, accuracy) in enumerate(points):
+                self.controller.report(candidate, at, accuracy, per_step if p > 0 else 0.0)
+            ends.append(self.snapshot(step))
+        if self.learning_rate is not None:
+            horizon = self.total_steps - start
+            self.controller.set_learning_rates([self.learning_rate(start + s) for s in range(horizon + 1)])
+        decision = self.controller.decide()
+        choice, continuation = self._agree(decision["candidate"], decision["continuation_steps"])
+        record = self.controller.record()
+        record["choice"] = self.candidates[choice]  # rank 0's, followed by every rank
+        self.records.append(record)
+        self.restore(ends[choice])
+        self._apply(self.candidates[choice])
+        self.next_phase = ends[choice].step + continuation
+        return ends[choice].step
+
+    def _apply(self, candidate):
+        """The hook sends every bucket in `candidate` from the next step on; residuals start from zero."""
+        self.hook_state.format = candidate
+        self.hook_state.communicator.reset_feedback()
+        self.current = candidate
+
+    def _max_over_ranks(self, value):
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def _agree(self, choice, continuation):
+        import torch.distributed as dist
+
+        t = torch.tensor([int(choice), int(continuation)], dtype=torch.int64)
+        if dist.is_initialized():
+            dist.broadcast(t, src=0)
+        return int(t[0]), int(t[1])
+
+    # ---- state -------------------------------------------------------------------------------------
+    def snapshot(self, step=0):
+        """The whole training state at `step` (copies: later training does not change it)."""
+        import copy
+        import random
+        import time
+
+        t0 = time.perf_counter()
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        try:
+            import numpy
+
+            rng["numpy"] = numpy.random.get_state()
+        except ImportError:
+            pass
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        hook = self.hook_state
+        state = TrainingState(
+            step,
+            {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            copy.deepcopy(self.optimizer.state_dict()),
+            copy.deepcopy(self.scheduler.state_dict()) if self.scheduler is not None else None,
+            rng,
+            hook.communicator.save_feedback(),
+            (dict(hook._keys), dict(hook._places), hook._next_key, hook.format))
+        self.snapshot_seconds += time.perf_counter() - t0
+        self.snapshots += 1
+        return state
+
+    def restore(self, state):
+        """Back to `state` exactly: a later restore of the same state gives the same training."""
+        import copy
+        import random
+        import time
+
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            self.model.load_state_dict(state.model)
+        # load_state_dict may keep the given tensors: hand over copies so the snapshot stays intact.
+        self.optimizer.load_state_dict(copy.deepcopy(state.optimizer))
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(copy.deepcopy(state.scheduler))
+        torch.set_rng_state(state.rng["torch"])
+        random.setstate(state.rng["python"])
+        if "numpy" in state.rng:
+            import numpy
+
+            numpy.random.set_state(state.rng["numpy"])
+        if "cuda" in state.rng:
+            torch.cuda.set_rng_state_all(state.rng["cuda"])
+        hook = self.hook_state
+        hook.communicator.load_feedback(state.residuals)
+        keys, places, next_key, fmt = state.hook_layout
+        hook._keys, hook._places, hook._next_key, hook.format = dict(keys), dict(places), next_key, fmt
+        self.restore_seconds += time.perf_counter() - t0
+        self.restores += 1

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The examples run as documented (short): examples/ddp_train.py with the AdaPrec hook and
+# The examples run as documented (short): examples/ddp_train.py with the AdaPrec hook,
+# examples/ddp_adaptive.py (adaptive precision: two decisions in 30 steps) and
 # examples/mpi4py_trainer.py unchanged under LD_PRELOAD, where the stats line must show its gradient
 # sums compressed. Skipped (77) without python3-mpi4py / python3-torch.
 # Usage: examples_check.sh MPIRUN PRELOAD_LIB [MPIRUN ARGS...]
@@ -24,4 +25,10 @@ out="$(ADAPREC_FORMAT=fp8s ADAPREC_ALGO=twoshot ADAPREC_STATS=1 "$mpirun" "$@" -
 echo "$out" | grep -E '^(mpi4py trainer|adaprec: stats)'
 grep -Eq 'intercepted=40 passed_through=0 .*compression=(3\.9|4\.0)' <<<"$out" ||
   fail "mpi4py_trainer.py: its 20 steps x 2 ranks of gradient sums were not all compressed: $out"
+out="$("$mpirun" "$@" -np 2 /usr/bin/python3 "$root/examples/ddp_adaptive.py" --steps 30 --hidden 64 \
+  --spec-steps 4 --phase-steps 10 --max-overhead 1 --candidates fp32,fp8s,table2+ef 2>&1)" ||
+  fail "ddp_adaptive.py: $out"
+echo "$out" | grep '"decisions"'
+grep -q '"decisions": 2,' <<<"$out" || fail "ddp_adaptive.py did not decide twice in 30 steps: $out"
+
 echo "examples: ok"

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "policy/decision.hpp"
+#include "controller/decision.hpp"
 
-using namespace adaprec::policy;
+using namespace adaprec::controller;
 
 namespace {
 

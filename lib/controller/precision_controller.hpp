@@ -11,6 +11,9 @@
 // hence more steps for a faster one), so "gain per second" compares candidates at equal wall time.
 // Overhead = the abandoned branches + the evaluations + the fit; it is logged per decision and in total.
 // The other branches' error-feedback residuals are dropped at every branch switch.
+//
+// It drives any trainer through SpeculativeTrainer (speculative_trainer.hpp); the decision itself is
+// planPhase (phase_plan.hpp), which the C API exposes to trainers that run their own branches.
 #pragma once
 
 #include <cstdint>
@@ -18,51 +21,39 @@
 #include <vector>
 
 #include "adaprec/format.hpp"
-#include "policy/decision.hpp"
-#include "trainer/trainer.hpp"
+#include "controller/phase_plan.hpp"
+#include "controller/speculative_trainer.hpp"
 
-namespace adaprec::policy {
+namespace adaprec::controller {
 
-struct ControllerConfig {
-  std::vector<std::string> candidates = {"fp32", "fp16", "fp8s", "table4", "table2", "fastest"};
-  std::uint64_t speculativeSteps = 30;    // per candidate branch
-  int evalPoints = 3;                     // validation evaluations along each branch
-  std::uint64_t continuationSteps = 300;  // after each decision
-  std::size_t validationImages = 1000;    // of the held-out validation set
-  // Upper bound on the share of a phase's wall time spent on speculation that is thrown away (the
-  // other candidates' branches, the evaluations): the continuation is lengthened beyond
-  // continuationSteps until the abandoned seconds are at most this fraction of the phase. Where a
-  // slow candidate's branch is expensive (fp32 on a slow network) the controller speculates less
-  // often. 1 keeps the continuation at exactly continuationSteps (the original fixed phases).
-  double maxOverhead = 0.25;
-  DecisionRule rule = DecisionRule::kGainPerSecond;
-  void check() const;
-};
-
-class PrecisionController final : public trainer::StepHook {
+class PrecisionController {
  public:
   explicit PrecisionController(ControllerConfig config);
-  void beforeStep(trainer::Trainer& trainer) override;
-  void finish(trainer::Trainer& trainer) override;
+  // Before every regular step: runs a phase when one is due. Returns true when it ran one (the state
+  // to save in checkpoints changed).
+  bool beforeStep(SpeculativeTrainer& trainer);
+  // At the end of training: records the controller_summary.
+  void finish(SpeculativeTrainer& trainer);
+  // The controller's own state (JSON text) that travels in the trainer's checkpoints. loadState with
+  // an empty text is a fresh run; otherwise it re-applies the saved choice, keeping the residuals the
+  // checkpoint restored.
+  std::string saveState() const;
+  void loadState(const std::string& state, SpeculativeTrainer& trainer);
   double overheadSeconds() const { return overheadSeconds_; }
   std::size_t decisions() const { return decisions_; }
 
  private:
-  void runPhase(trainer::Trainer& trainer);
-  // Switches every layer to the candidate; resetFeedback clears the error-feedback residuals (at
+  void runPhase(SpeculativeTrainer& trainer);
+  // Switches every gradient to the candidate; resetFeedback clears the error-feedback residuals (at
   // branches and decisions), a resume keeps the ones its checkpoint restored.
-  void apply(trainer::Trainer& trainer, std::size_t candidate, bool resetFeedback = true);
-  void saveState(trainer::Trainer& trainer) const;
-  void loadState(trainer::Trainer& trainer);
+  void apply(SpeculativeTrainer& trainer, std::size_t candidate, bool resetFeedback = true);
 
   ControllerConfig config_;
   std::vector<FormatSpec> specs_;
-  std::size_t baseline_ = 0;
-  bool loaded_ = false;
   std::uint64_t nextPhase_ = 0;
   std::size_t current_ = 0;
   std::size_t decisions_ = 0;
   double overheadSeconds_ = 0;
 };
 
-}  // namespace adaprec::policy
+}  // namespace adaprec::controller

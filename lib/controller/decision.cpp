@@ -6,7 +6,7 @@
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
 
-namespace adaprec::policy {
+namespace adaprec::controller {
 
 const char* decisionRuleName(DecisionRule rule) { return rule == DecisionRule::kRiskAware ? "risk" : "gain"; }
 
@@ -71,4 +71,4 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
   return d;
 }
 
-}  // namespace adaprec::policy
+}  // namespace adaprec::controller

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace adaprec::policy {
+namespace adaprec::controller {
 
 enum class DecisionRule { kGainPerSecond, kRiskAware };
 
@@ -50,6 +50,9 @@ struct DecisionConfig {
   std::vector<double> horizons;
   std::size_t baseline = 0;     // index of the baseline candidate (fp32) for the risk-aware rule
   double validationImages = 0;  // images behind each accuracy (binomial noise in the fit); 0: unknown
+  // The trainer's learning rate at phase-relative steps 0, 1, ... up to the largest horizon (empty:
+  // not given). Carried to the predictor, which does not use it yet (issue 19: schedules).
+  std::vector<double> learningRates;
 };
 
 // Throws Error(kInvalidArgument) on malformed observations (no candidates, unequal starts, ...).
@@ -58,4 +61,4 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
 const char* decisionRuleName(DecisionRule rule);
 DecisionRule parseDecisionRule(const std::string& name);  // "gain" | "risk"
 
-}  // namespace adaprec::policy
+}  // namespace adaprec::controller

@@ -1,0 +1,250 @@
+// The precision controller's C API (AdaPrec_Controller*, include/adaprec/adaprec_mpi.h), built into
+// libadaprec_controller. A trainer reports each phase's branch points; planPhase (the decision
+// adaprec-train makes) answers. Every entry point catches everything into a code and a one-line
+// message, so no C++ exception reaches the caller.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "adaprec/adaprec_mpi.h"
+#include "adaprec/error.hpp"
+#include "controller/phase_plan.hpp"
+
+namespace {
+
+using adaprec::Error;
+using adaprec::ErrorCode;
+namespace ctl = adaprec::controller;
+
+constexpr std::uint64_t kMagic = 0x4144505243544c52ull;  // "ADPRCTLR": tells a live handle from garbage
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct AdaPrec_ControllerObject {
+  std::uint64_t magic = kMagic;
+  ctl::ControllerConfig config;
+  double stepsPerEpoch = 0;
+  std::uint64_t totalSteps = 0;
+  std::uint64_t validationImages = 0;
+  double created = now();
+  // The current phase.
+  bool open = false;
+  std::uint64_t start = 0;
+  std::vector<ctl::CandidateObservation> observations;
+  std::vector<double> learningRates;
+  // Decisions so far and the last one's record.
+  std::size_t decisions = 0;
+  std::string record;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+template <typename Body>
+int guarded(const char* function, Body&& body) {
+  try {
+    body();
+    lastError.clear();
+    return ADAPREC_OK;
+  } catch (const Error& e) {
+    lastError = std::string(function) + ": " + e.what();
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    lastError = std::string(function) + ": " + e.what();
+    return ADAPREC_ERR_INTERNAL;
+  }
+}
+
+AdaPrec_ControllerObject& objectOf(AdaPrec_Controller controller) {
+  ADAPREC_CHECK_ARG(controller != nullptr, "null AdaPrec_Controller");
+  ADAPREC_CHECK_ARG(controller->magic == kMagic, "not a live AdaPrec_Controller (freed or never created)");
+  return *controller;
+}
+
+std::size_t candidateIndex(const AdaPrec_ControllerObject& c, const char* name) {
+  ADAPREC_CHECK_ARG(name != nullptr, "candidate must not be NULL");
+  std::string known;
+  for (std::size_t i = 0; i < c.config.candidates.size(); ++i) {
+    if (c.config.candidates[i] == name) return i;
+    known += (i ? ", " : "") + c.config.candidates[i];
+  }
+  ADAPREC_FAIL(ErrorCode::kInvalidArgument, "unknown candidate '" << name << "' (candidates: " << known << ")");
+}
+
+void beginPhase(AdaPrec_ControllerObject& c, std::uint64_t step) {
+  c.open = true;
+  c.start = step;
+  c.observations.assign(c.config.candidates.size(), {});
+  for (std::size_t i = 0; i < c.observations.size(); ++i) c.observations[i].name = c.config.candidates[i];
+  c.learningRates.clear();
+}
+
+}  // namespace
+
+extern "C" const char* AdaPrec_ControllerLastError(void) { return lastError.c_str(); }
+
+extern "C" void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions* options) {
+  if (options == nullptr) return;
+  const ctl::ControllerConfig defaults;
+  *options = AdaPrec_ControllerOptions{};
+  options->continuationSteps = defaults.continuationSteps;
+  options->maxOverhead = defaults.maxOverhead;
+  options->rule = ADAPREC_RULE_GAIN;
+}
+
+extern "C" int AdaPrec_ControllerCreate(const char* const* candidates, size_t count,
+                                        const AdaPrec_ControllerOptions* options, AdaPrec_Controller* out) {
+  return guarded(__func__, [&] {
+    ADAPREC_CHECK_ARG(out != nullptr, "out must not be NULL");
+    *out = nullptr;
+    ADAPREC_CHECK_ARG(candidates != nullptr && count > 0, "the controller needs at least one candidate");
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    if (options != nullptr) o = *options;
+    ADAPREC_CHECK_ARG(o.rule == ADAPREC_RULE_GAIN || o.rule == ADAPREC_RULE_RISK,
+                      "rule " << o.rule << " (valid: ADAPREC_RULE_GAIN, ADAPREC_RULE_RISK)");
+    ADAPREC_CHECK_ARG(o.stepsPerEpoch >= 0, "steps per epoch " << o.stepsPerEpoch << " must be >= 0");
+    auto object = std::make_unique<AdaPrec_ControllerObject>();
+    object->config.candidates.clear();
+    for (std::size_t i = 0; i < count; ++i) {
+      ADAPREC_CHECK_ARG(candidates[i] != nullptr, "candidate " << i << " is NULL");
+      for (const std::string& seen : object->config.candidates) {
+        ADAPREC_CHECK_ARG(seen != candidates[i], "candidate '" << seen << "' is named twice");
+      }
+      object->config.candidates.push_back(candidates[i]);
+    }
+    object->config.continuationSteps = o.continuationSteps;
+    object->config.maxOverhead = o.maxOverhead;
+    object->config.rule = o.rule == ADAPREC_RULE_RISK ? ctl::DecisionRule::kRiskAware : ctl::DecisionRule::kGainPerSecond;
+    object->config.speculativeSteps = 1;  // set from the points at each decision
+    object->config.evalPoints = 1;
+    object->config.check();
+    object->config.baseline();  // every candidate is a format
+    object->stepsPerEpoch = o.stepsPerEpoch;
+    object->totalSteps = o.totalSteps;
+    object->validationImages = o.validationImages;
+    *out = object.release();
+  });
+}
+
+extern "C" int AdaPrec_ControllerFree(AdaPrec_Controller controller) {
+  return guarded(__func__, [&] {
+    if (controller == nullptr) return;
+    objectOf(controller).magic = 0;
+    delete controller;
+  });
+}
+
+extern "C" int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step) {
+  return guarded(__func__, [&] { beginPhase(objectOf(controller), step); });
+}
+
+extern "C" int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, const char* candidate, uint64_t step,
+                                             double accuracy, double secondsPerStep) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    const std::size_t i = candidateIndex(c, candidate);
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    ADAPREC_CHECK_ARG(std::isfinite(accuracy) && accuracy >= 0 && accuracy <= 1,
+                      "candidate " << candidate << ": accuracy " << accuracy << " is not in [0, 1]");
+    ADAPREC_CHECK_ARG(std::isfinite(secondsPerStep) && secondsPerStep >= 0,
+                      "candidate " << candidate << ": seconds per step " << secondsPerStep);
+    ctl::CandidateObservation& o = c.observations[i];
+    ADAPREC_CHECK_ARG(step >= c.start, "candidate " << candidate << ": step " << step << " is before the phase's start "
+                                                    << c.start);
+    const double relative = static_cast<double>(step - c.start);
+    ADAPREC_CHECK_ARG(o.steps.empty() ? relative == 0 : relative > o.steps.back(),
+                      "candidate " << candidate << ": step " << step
+                                   << (o.steps.empty() ? " (a branch's first point is at the phase's start, step "
+                                                       : " (steps must increase; the last was ")
+                                   << (o.steps.empty() ? c.start : c.start + static_cast<std::uint64_t>(o.steps.back()))
+                                   << ")");
+    o.steps.push_back(relative);
+    o.accuracies.push_back(accuracy);
+    if (secondsPerStep > 0 || o.steps.size() > 1) o.secondsPerStep = secondsPerStep;
+  });
+}
+
+extern "C" int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller, const double* rates, size_t count) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    ADAPREC_CHECK_ARG(rates != nullptr || count == 0, "rates must not be NULL");
+    for (std::size_t k = 0; k < count; ++k) {
+      ADAPREC_CHECK_ARG(std::isfinite(rates[k]) && rates[k] >= 0, "learning rate " << rates[k] << " at step " << k);
+    }
+    c.learningRates.assign(rates, rates + count);
+  });
+}
+
+extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_Decision* decision) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    ADAPREC_CHECK_ARG(decision != nullptr, "decision must not be NULL");
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    ctl::PhaseMeasurements phase;
+    phase.start = c.start;
+    phase.validationImages = c.validationImages;
+    phase.learningRates = c.learningRates;
+    std::uint64_t longest = 0;
+    for (const ctl::CandidateObservation& o : c.observations) {
+      ADAPREC_CHECK_ARG(o.steps.size() >= 2, "candidate " << o.name << " has " << o.steps.size()
+                                                          << " point(s) in this phase; it needs its start and >= 1 more");
+      ADAPREC_CHECK_ARG(o.secondsPerStep > 0, "candidate " << o.name << ": no seconds per step (> 0) was reported");
+      longest = std::max(longest, static_cast<std::uint64_t>(o.steps.back()));
+      // The trainer timed its steps, not its evaluations: the branch's seconds are its steps'.
+      phase.branchSeconds.push_back(o.steps.back() * o.secondsPerStep);
+      phase.speculationSeconds += phase.branchSeconds.back();
+    }
+    phase.observations = c.observations;
+    phase.remainingSteps = c.totalSteps > c.start ? c.totalSteps - c.start : std::numeric_limits<std::uint32_t>::max();
+    // Branches that reach the end of training still get a decision (predicted one step beyond), as in
+    // adaprec-train, whose last phase may end exactly there.
+    ctl::ControllerConfig config = c.config;
+    config.speculativeSteps = longest;
+    const ctl::PhasePlan plan = ctl::planPhase(config, phase);
+    ctl::PhaseOutcome outcome;
+    outcome.choice = plan.decision.choice;
+    outcome.continuationSteps = plan.continuationSteps();
+    outcome.phase = c.decisions + 1;
+    outcome.epoch = c.stepsPerEpoch > 0 ? static_cast<double>(c.start) / c.stepsPerEpoch : 0.0;
+    outcome.wallSeconds = now() - c.created;
+    outcome.phaseSeconds = phase.speculationSeconds;
+    outcome.overheadSeconds = outcome.phaseSeconds - phase.branchSeconds[outcome.choice];
+    c.record = ctl::decisionRecord(config, phase, plan, outcome).dump();
+    ++c.decisions;
+    c.open = false;
+    const ctl::CandidateVerdict& v = plan.decision.verdicts[outcome.choice];
+    *decision = AdaPrec_Decision{};
+    const std::string& name = config.candidates[outcome.choice];
+    std::memcpy(decision->format, name.data(), std::min(name.size(), sizeof decision->format - 1));
+    decision->candidate = outcome.choice;
+    decision->predictedMean = v.predictedMean;
+    decision->predictedSd = v.predictedSd;
+    decision->predictedStep = c.start + static_cast<std::uint64_t>(v.horizonSteps);
+    decision->continuationSteps = outcome.continuationSteps;
+  });
+}
+
+extern "C" int AdaPrec_ControllerDecisionRecord(AdaPrec_Controller controller, char* out, size_t capacity,
+                                                size_t* size) {
+  return guarded(__func__, [&] {
+    const AdaPrec_ControllerObject& c = objectOf(controller);
+    ADAPREC_CHECK_ARG(size != nullptr, "size must not be NULL");
+    ADAPREC_CHECK_ARG(!c.record.empty(), "no decision yet: call AdaPrec_ControllerDecide first");
+    *size = c.record.size();
+    if (out != nullptr && capacity > c.record.size()) std::memcpy(out, c.record.c_str(), c.record.size() + 1);
+  });
+}

@@ -1,0 +1,119 @@
+#include "controller/phase_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "adaprec/error.hpp"
+#include "adaprec/format.hpp"
+
+namespace adaprec::controller {
+
+void ControllerConfig::check() const {
+  ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs candidates");
+  ADAPREC_CHECK_ARG(evalPoints >= 1 && speculativeSteps >= static_cast<std::uint64_t>(evalPoints),
+                    "speculative steps " << speculativeSteps << " must be >= evaluation points " << evalPoints);
+  ADAPREC_CHECK_ARG(continuationSteps >= 1 && validationImages >= 1, "continuation steps and validation images must be >= 1");
+  ADAPREC_CHECK_ARG(maxOverhead > 0 && maxOverhead <= 1, "max overhead " << maxOverhead << " must be in (0, 1]");
+}
+
+std::size_t ControllerConfig::baseline() const {
+  std::size_t base = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const FormatSpec spec = parseFormatSpec(candidates[i]);
+    ADAPREC_CHECK_ARG(spec.selection != Selection::kAdaptive, "'adaptive' cannot be its own candidate");
+    // The risk-aware rule compares with fp32 when it is a candidate, else with the first one.
+    if (base == candidates.size() && spec == FormatSpec{}) base = i;
+  }
+  return base == candidates.size() ? 0 : base;
+}
+
+PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& phase) {
+  ADAPREC_CHECK_ARG(phase.observations.size() == config.candidates.size() &&
+                        phase.branchSeconds.size() == config.candidates.size(),
+                    phase.observations.size() << " branches for " << config.candidates.size() << " candidates");
+  PhasePlan plan;
+  DecisionConfig& dc = plan.decisionConfig;
+  dc.rule = config.rule;
+  dc.baseline = config.baseline();
+  // Each candidate's continuation: at least continuationSteps, and as many seconds as keep the
+  // speculation it leaves abandoned (everything but its own branch) within maxOverhead of the phase:
+  //   abandoned <= F * (abandoned + ownBranch + continuation)  <=  continuation >= abandoned * (1-F)/F.
+  // Its prediction is for where that continuation really ends (cut short by the end of training).
+  const double F = config.maxOverhead;
+  for (std::size_t c = 0; c < phase.observations.size(); ++c) {
+    const double abandoned = std::max(0.0, phase.speculationSeconds - phase.branchSeconds[c]);
+    plan.continuations.push_back(std::max(static_cast<double>(config.continuationSteps),
+                                          std::ceil(abandoned * (1 - F) / F / phase.observations[c].secondsPerStep)));
+    const double end = std::min(static_cast<double>(config.speculativeSteps) + plan.continuations[c],
+                                static_cast<double>(phase.remainingSteps));
+    dc.horizons.push_back(std::max(static_cast<double>(config.speculativeSteps + 1), end));
+  }
+  dc.horizonSteps = *std::max_element(dc.horizons.begin(), dc.horizons.end());
+  dc.validationImages = static_cast<double>(phase.validationImages);
+  dc.learningRates = phase.learningRates;
+  plan.decision = decide(phase.observations, dc);
+  return plan;
+}
+
+nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasurements& phase,
+                              const PhasePlan& plan, const PhaseOutcome& outcome) {
+  const std::uint64_t start = phase.start;
+  nlohmann::json j;
+  j["event"] = "decision";
+  j["phase"] = outcome.phase;
+  j["step"] = start;
+  j["epoch"] = outcome.epoch;
+  j["wall_s"] = outcome.wallSeconds;
+  j["rule"] = decisionRuleName(config.rule);
+  j["horizon_steps"] = plan.decisionConfig.horizons[outcome.choice];  // the chosen candidate's prediction step (phase-relative)
+  j["continuation_steps"] = outcome.continuationSteps;
+  j["speculation_s"] = phase.speculationSeconds;
+  j["max_overhead"] = config.maxOverhead;
+  j["validation_images"] = phase.validationImages;
+  j["choice"] = config.candidates[outcome.choice];
+  j["phase_s"] = outcome.phaseSeconds;
+  j["overhead_s"] = outcome.overheadSeconds;
+  j["fit_s"] = plan.decision.fitSeconds;
+  nlohmann::json cands = nlohmann::json::array();
+  for (std::size_t c = 0; c < phase.observations.size(); ++c) {
+    const CandidateVerdict& v = plan.decision.verdicts[c];
+    const CandidateObservation& o = phase.observations[c];
+    nlohmann::json x;
+    x["name"] = v.name;
+    x["step_s"] = o.secondsPerStep;
+    nlohmann::json points = nlohmann::json::array();
+    for (std::size_t p = 0; p < o.steps.size(); ++p) {
+      points.push_back({start + static_cast<std::uint64_t>(o.steps[p]), o.accuracies[p]});
+    }
+    x["curve"] = points;
+    x["predicted_mean"] = v.predictedMean;
+    x["predicted_sd"] = v.predictedSd;
+    x["predicted_step"] = start + static_cast<std::uint64_t>(v.horizonSteps);
+    x["branch_s"] = phase.branchSeconds[c];
+    x["gain"] = v.gain;
+    x["score"] = v.score;
+    x["p_beats_baseline"] = v.probabilityBeatsBaseline;
+    cands.push_back(x);
+  }
+  j["candidates"] = cands;
+  return j;
+}
+
+std::string decisionSummary(const ControllerConfig& config, const PhaseMeasurements& phase, const PhasePlan& plan,
+                            const PhaseOutcome& outcome) {
+  std::string line;
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, "\ndecision %zu at step %llu (epoch %.2f): ", outcome.phase,
+                static_cast<unsigned long long>(phase.start), outcome.epoch);
+  line = buffer;
+  for (const CandidateVerdict& v : plan.decision.verdicts) {
+    std::snprintf(buffer, sizeof buffer, "%s %.4f+-%.4f (%.3g/s) ", v.name.c_str(), v.predictedMean, v.predictedSd, v.score);
+    line += buffer;
+  }
+  std::snprintf(buffer, sizeof buffer, "-> %s (phase %.1f s, overhead %.1f s)\n", config.candidates[outcome.choice].c_str(),
+                outcome.phaseSeconds, outcome.overheadSeconds);
+  return line + buffer;
+}
+
+}  // namespace adaprec::controller

@@ -1,0 +1,77 @@
+// One phase's decision from its measurements, shared by every user of the controller: adaprec-train
+// (through PrecisionController) and the C API (any trainer that measures its own branches). Given each
+// candidate branch's validation curve, seconds per step and wall seconds, it sets each candidate's
+// continuation (at least continuationSteps, and long enough that the abandoned speculation is at most
+// maxOverhead of the phase), predicts each candidate at the end of its own continuation, applies the
+// rule (decision.hpp), and writes the decision record adaprec-train logs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "controller/decision.hpp"
+
+namespace adaprec::controller {
+
+struct ControllerConfig {
+  std::vector<std::string> candidates = {"fp32", "fp16", "fp8s", "table4", "table2", "fastest"};
+  std::uint64_t speculativeSteps = 30;    // per candidate branch
+  int evalPoints = 3;                     // validation evaluations along each branch
+  std::uint64_t continuationSteps = 300;  // after each decision
+  std::size_t validationImages = 1000;    // of the held-out validation set
+  // Upper bound on the share of a phase's wall time spent on speculation that is thrown away (the
+  // other candidates' branches, the evaluations): the continuation is lengthened beyond
+  // continuationSteps until the abandoned seconds are at most this fraction of the phase. Where a
+  // slow candidate's branch is expensive (fp32 on a slow network) the controller speculates less
+  // often. 1 keeps the continuation at exactly continuationSteps (the original fixed phases).
+  double maxOverhead = 0.25;
+  DecisionRule rule = DecisionRule::kGainPerSecond;
+  void check() const;
+  // The index of fp32 among the candidates (the risk-aware rule's baseline), else 0. Throws
+  // Error(kInvalidArgument) for a candidate that is no format or is "adaptive".
+  std::size_t baseline() const;
+};
+
+// What one phase measured (every number already agreed across ranks).
+struct PhaseMeasurements {
+  std::uint64_t start = 0;           // absolute step the branches started from
+  std::uint64_t remainingSteps = 0;  // steps from start to the end of training (caps the horizons)
+  double speculationSeconds = 0;     // wall time of all branches and evaluations
+  std::uint64_t validationImages = 0;
+  std::vector<CandidateObservation> observations;  // one per candidate, in the config's order
+  std::vector<double> branchSeconds;               // wall time of each candidate's branch
+  std::vector<double> learningRates;               // from phase-relative step 0; empty: unknown
+};
+
+struct PhasePlan {
+  DecisionConfig decisionConfig;
+  Decision decision;
+  std::vector<double> continuations;  // per candidate, steps after its branch
+  std::uint64_t continuationSteps() const {
+    return static_cast<std::uint64_t>(continuations[decision.choice]);
+  }
+};
+
+// Throws Error(kInvalidArgument) on malformed measurements (see decide()).
+PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& phase);
+
+// How the phase ended, for its record.
+struct PhaseOutcome {
+  std::size_t choice = 0;               // the agreed choice (rank 0's)
+  std::uint64_t continuationSteps = 0;  // the agreed continuation
+  std::size_t phase = 0;                // 1 for the first decision
+  double epoch = 0;                     // of the phase's start
+  double wallSeconds = 0;               // of the trainer when the phase ended
+  double phaseSeconds = 0;              // the phase's wall time (branches + evaluations + restore)
+  double overheadSeconds = 0;           // phaseSeconds minus the chosen branch's seconds
+};
+
+// The `"event":"decision"` record (one JSON object) and the one-line human summary of a decision.
+nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasurements& phase,
+                              const PhasePlan& plan, const PhaseOutcome& outcome);
+std::string decisionSummary(const ControllerConfig& config, const PhaseMeasurements& phase, const PhasePlan& plan,
+                            const PhaseOutcome& outcome);
+
+}  // namespace adaprec::controller

@@ -1,0 +1,107 @@
+#include "trainer/controller_adapter.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace adaprec::trainer {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct SnapshotState final : controller::TrainingState {
+  TrainerSnapshot snapshot;
+};
+
+// The Trainer seen through the controller's narrow interface. Agreement is MPI on the trainer's
+// communicator (the controller itself knows no MPI).
+class TrainerSession final : public controller::SpeculativeTrainer {
+ public:
+  explicit TrainerSession(Trainer& trainer) : trainer_(trainer) {}
+
+  std::uint64_t stepsDone() const override { return trainer_.stepsDone(); }
+  std::uint64_t totalSteps() const override { return trainer_.totalSteps(); }
+
+  std::unique_ptr<controller::TrainingState> snapshot() override {
+    auto state = std::make_unique<SnapshotState>();
+    state->snapshot = trainer_.snapshot();
+    return state;
+  }
+  void restore(const controller::TrainingState& state) override {
+    trainer_.restore(dynamic_cast<const SnapshotState&>(state).snapshot, RestoreMode::kBranch);
+  }
+
+  void setFormat(const FormatSpec& format, const std::string& candidate, bool resetFeedback) override {
+    if (resetFeedback) trainer_.reducer().resetErrorFeedback();
+    trainer_.reducer().setFormats(std::vector<FormatSpec>(trainer_.model().layerRanges().size(), format));
+    trainer_.setFormatLabel("adaptive:" + candidate);
+  }
+
+  std::vector<double> train(std::uint64_t steps) override {
+    std::vector<double> seconds;
+    for (std::uint64_t i = 0; i < steps; ++i) {
+      const double t0 = now();
+      trainer_.step();
+      seconds.push_back(now() - t0);
+    }
+    return seconds;
+  }
+
+  controller::ValidationResult evaluate(std::size_t maxImages) override {
+    const Evaluation e = trainer_.evaluateValidation(maxImages);
+    return {e.accuracy, e.images};
+  }
+
+  double learningRate(std::uint64_t step) const override {
+    return trainer::learningRate(trainer_.config().schedule, epochAt(step));
+  }
+
+  double maxOverRanks(double value) override {
+    MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, trainer_.comm());
+    return value;
+  }
+  void agree(std::span<std::uint64_t> values) override {
+    static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t));
+    MPI_Bcast(values.data(), static_cast<int>(values.size()), MPI_UNSIGNED_LONG_LONG, 0, trainer_.comm());
+  }
+  void checkConsistency() override { trainer_.checkConsistency(); }
+
+  void record(const std::string& json, const std::string& humanLine) override {
+    trainer_.logLine(json);
+    if (trainer_.rank() == 0 && trainer_.config().progress) std::fputs(humanLine.c_str(), stderr);
+  }
+  double epochAt(std::uint64_t step) const override {
+    return static_cast<double>(step) / trainer_.stepsPerEpoch();
+  }
+  double wallSeconds() const override { return trainer_.wallSeconds(); }
+
+ private:
+  Trainer& trainer_;
+};
+
+std::string stateText(Trainer& trainer) {
+  const auto& blob = trainer.controllerState();
+  return std::string(blob.begin(), blob.end());
+}
+
+void saveState(Trainer& trainer, const std::string& text) { trainer.controllerState().assign(text.begin(), text.end()); }
+
+}  // namespace
+
+void ControllerHook::beforeStep(Trainer& trainer) {
+  TrainerSession session(trainer);
+  if (!loaded_) {
+    loaded_ = true;
+    controller_.loadState(stateText(trainer), session);
+  }
+  if (controller_.beforeStep(session)) saveState(trainer, controller_.saveState());
+}
+
+void ControllerHook::finish(Trainer& trainer) {
+  TrainerSession session(trainer);
+  saveState(trainer, controller_.saveState());
+  controller_.finish(session);
+}
+
+}  // namespace adaprec::trainer

@@ -1,0 +1,155 @@
+/* The precision controller's C API (AdaPrec_Controller*), compiled as C: a trainer in any language
+ * drives it with its own branches. Synthetic saturating curves acc(s) = start + gain * (1 - exp(-s /
+ * scale)) for three candidates; fp16 learns like fp32 at half the step time and table2 is fastest but
+ * flat, so gain per second picks fp16 in both phases. Then every error path: a bad handle, an unknown
+ * format, a missing point, a phase never begun, malformed points and options, each a code plus a
+ * message. Exits 0 on success, 1 with the failed check's line otherwise. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adaprec/adaprec_mpi.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                                \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      fprintf(stderr, "FAILED line %d: %s (last error: %s)\n", __LINE__, #cond,    \
+              AdaPrec_ControllerLastError());                                      \
+      ++failures;                                                                  \
+    }                                                                              \
+  } while (0)
+
+/* A failed call: its code, and a message naming the function and containing `part`. */
+#define CHECK_ERROR(call, code, part)                                              \
+  do {                                                                             \
+    int rc_ = (call);                                                              \
+    const char *msg_ = AdaPrec_ControllerLastError();                              \
+    if (rc_ != (code) || strstr(msg_, (part)) == NULL || strstr(msg_, "AdaPrec_Controller") == NULL) { \
+      fprintf(stderr, "FAILED line %d: %s gave %d '%s', expected %d with '%s'\n", __LINE__, #call, \
+              rc_, msg_, (code), (part));                                          \
+      ++failures;                                                                  \
+    }                                                                              \
+  } while (0)
+
+static double curve(double start, double gain, double scale, double s) {
+  return start + gain * (1.0 - exp(-s / scale));
+}
+
+/* One phase at `start`: each candidate's branch observed at start, +10, +20, +30. */
+static void report_phase(AdaPrec_Controller c, uint64_t start, double base) {
+  const char *names[3] = {"fp32", "fp16", "table2"};
+  const double gains[3] = {0.3, 0.3, 0.02};
+  const double seconds[3] = {0.2, 0.1, 0.05};
+  CHECK(AdaPrec_ControllerBeginPhase(c, start) == ADAPREC_OK);
+  for (int k = 0; k < 3; ++k) {
+    for (int p = 0; p <= 3; ++p) {
+      const double s = 10.0 * p;
+      CHECK(AdaPrec_ControllerReportPoint(c, names[k], start + (uint64_t)s, curve(base, gains[k], 40, s),
+                                          p == 0 ? 0.0 : seconds[k]) == ADAPREC_OK);
+    }
+  }
+}
+
+int main(void) {
+  const char *candidates[3] = {"fp32", "fp16", "table2"};
+  AdaPrec_ControllerOptions options;
+  AdaPrec_ControllerDefaultOptions(&options);
+  CHECK(options.continuationSteps == 300 && options.maxOverhead == 0.25 && options.rule == ADAPREC_RULE_GAIN);
+  options.continuationSteps = 100;
+  options.maxOverhead = 1; /* fixed continuations: the horizon is 30 + 100 */
+  options.totalSteps = 1000;
+  options.validationImages = 2000;
+  options.stepsPerEpoch = 100;
+
+  AdaPrec_Controller c = NULL;
+  CHECK(AdaPrec_ControllerCreate(candidates, 3, &options, &c) == ADAPREC_OK && c != NULL);
+
+  /* Two phases, as a trainer would run them. */
+  AdaPrec_Decision d;
+  report_phase(c, 0, 0.2);
+  const double rates[3] = {0.1, 0.1, 0.05};
+  CHECK(AdaPrec_ControllerSetLearningRates(c, rates, 3) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
+  CHECK(strcmp(d.format, "fp16") == 0 && d.candidate == 1);
+  CHECK(d.predictedMean > 0.2 && d.predictedMean < 1 && d.predictedSd > 0);
+  CHECK(d.continuationSteps == 100 && d.predictedStep == 130);
+  report_phase(c, 130, 0.45);
+  CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
+  CHECK(strcmp(d.format, "fp16") == 0 && d.predictedStep == 130 + 130);
+
+  /* A phase whose branches reach the end of training still decides (adaprec-train's last phase may). */
+  AdaPrec_Controller end = NULL;
+  options.totalSteps = 30;
+  CHECK(AdaPrec_ControllerCreate(candidates, 3, &options, &end) == ADAPREC_OK);
+  report_phase(end, 0, 0.2);
+  CHECK(AdaPrec_ControllerDecide(end, &d) == ADAPREC_OK && d.predictedStep == 31);
+  CHECK(AdaPrec_ControllerFree(end) == ADAPREC_OK);
+  options.totalSteps = 1000;
+
+  /* The record: adaprec-train's decision line. Ask for the size, then read it. */
+  size_t size = 0;
+  CHECK(AdaPrec_ControllerDecisionRecord(c, NULL, 0, &size) == ADAPREC_OK && size > 100);
+  char *record = malloc(size + 1);
+  CHECK(AdaPrec_ControllerDecisionRecord(c, record, size + 1, &size) == ADAPREC_OK);
+  CHECK(strlen(record) == size);
+  CHECK(strstr(record, "\"event\":\"decision\"") != NULL);
+  CHECK(strstr(record, "\"choice\":\"fp16\"") != NULL);
+  CHECK(strstr(record, "\"phase\":2") != NULL && strstr(record, "\"step\":130") != NULL);
+  CHECK(strstr(record, "\"epoch\":1.3") != NULL);
+  CHECK(strstr(record, "\"curve\":[[130,0.45]") != NULL);
+  free(record);
+
+  /* Errors: a code and a one-line message, never a crash or an exception. */
+  uint64_t garbage[16] = {0};
+  CHECK_ERROR(AdaPrec_ControllerBeginPhase(NULL, 0), ADAPREC_ERR_INVALID_ARGUMENT, "null AdaPrec_Controller");
+  CHECK_ERROR(AdaPrec_ControllerDecide((AdaPrec_Controller)garbage, &d), ADAPREC_ERR_INVALID_ARGUMENT,
+              "not a live AdaPrec_Controller");
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp8s", 260, 0.5, 0.1), ADAPREC_ERR_INVALID_ARGUMENT,
+              "unknown candidate 'fp8s' (candidates: fp32, fp16, table2)");
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp32", 260, 0.5, 0.1), ADAPREC_ERR_INVALID_ARGUMENT,
+              "no phase is open");
+  CHECK_ERROR(AdaPrec_ControllerDecide(c, &d), ADAPREC_ERR_INVALID_ARGUMENT, "no phase is open");
+  CHECK(AdaPrec_ControllerBeginPhase(c, 260) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerReportPoint(c, "fp32", 260, 0.5, 0) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerReportPoint(c, "fp32", 270, 0.6, 0.2) == ADAPREC_OK);
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp32", 270, 0.6, 0.2), ADAPREC_ERR_INVALID_ARGUMENT,
+              "steps must increase");
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp16", 265, 0.6, 0.2), ADAPREC_ERR_INVALID_ARGUMENT,
+              "first point is at the phase's start");
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp16", 260, 1.5, 0.2), ADAPREC_ERR_INVALID_ARGUMENT,
+              "is not in [0, 1]");
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp16", 260, NAN, 0.2), ADAPREC_ERR_INVALID_ARGUMENT,
+              "is not in [0, 1]");
+  /* fp16 and table2 have no points in this phase. */
+  CHECK_ERROR(AdaPrec_ControllerDecide(c, &d), ADAPREC_ERR_INVALID_ARGUMENT, "candidate fp16 has 0 point(s)");
+  CHECK(AdaPrec_ControllerReportPoint(c, "fp16", 260, 0.5, 0) == ADAPREC_OK);
+  CHECK_ERROR(AdaPrec_ControllerDecide(c, &d), ADAPREC_ERR_INVALID_ARGUMENT, "candidate fp16 has 1 point(s)");
+  CHECK(AdaPrec_ControllerFree(c) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerFree(NULL) == ADAPREC_OK);
+
+  /* Malformed creation. */
+  const char *unknown[2] = {"fp32", "fp13"};
+  const char *twice[2] = {"fp32", "fp32"};
+  const char *adaptive[1] = {"adaptive"};
+  AdaPrec_Controller none = NULL;
+  CHECK_ERROR(AdaPrec_ControllerCreate(unknown, 2, NULL, &none), ADAPREC_ERR_INVALID_ARGUMENT, "fp13");
+  CHECK(none == NULL);
+  CHECK_ERROR(AdaPrec_ControllerCreate(twice, 2, NULL, &none), ADAPREC_ERR_INVALID_ARGUMENT, "named twice");
+  CHECK_ERROR(AdaPrec_ControllerCreate(adaptive, 1, NULL, &none), ADAPREC_ERR_INVALID_ARGUMENT,
+              "'adaptive' cannot be its own candidate");
+  CHECK_ERROR(AdaPrec_ControllerCreate(candidates, 0, NULL, &none), ADAPREC_ERR_INVALID_ARGUMENT,
+              "at least one candidate");
+  options.maxOverhead = 0;
+  CHECK_ERROR(AdaPrec_ControllerCreate(candidates, 3, &options, &none), ADAPREC_ERR_INVALID_ARGUMENT,
+              "max overhead 0 must be in (0, 1]");
+  options.maxOverhead = 1;
+  options.rule = 7;
+  CHECK_ERROR(AdaPrec_ControllerCreate(candidates, 3, &options, &none), ADAPREC_ERR_INVALID_ARGUMENT, "rule 7");
+
+  if (failures == 0) printf("controller C API: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

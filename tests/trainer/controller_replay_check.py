@@ -1,0 +1,81 @@
+"""adaprec-train and the controller's C API make the same decision: a short adaptive run (mpirun -np
+2, fixed phases), then every "event":"decision" record of its log replayed through
+AdaPrec_Controller* (ctypes, adaprec._capi) from the record's own curves and step times must give
+the logged choice, predicted mean, sd, score and continuation bit for bit, and a record with the same
+fields. Exits 77 (skipped) without the Fashion-MNIST data.
+
+Usage: controller_replay_check.py ADAPREC_TRAIN MPIRUN [MPIRUN ARGS...]
+(PYTHONPATH=python/ and ADAPREC_LIBRARY=libadaprec.so, as meson sets them.)"""
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from adaprec import _capi
+
+train, mpirun, *mpirun_args = sys.argv[1:]
+if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
+    print("SKIP: Fashion-MNIST (dataset-fashion-mnist) missing")
+    sys.exit(77)
+lib = _capi.controller_lib()
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+
+
+def ok(code):
+    if code != _capi.OK:
+        raise RuntimeError(lib.AdaPrec_ControllerLastError().decode())
+
+
+with tempfile.TemporaryDirectory() as scratch:
+    log = os.path.join(scratch, "run.jsonl")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    subprocess.run([mpirun, *mpirun_args, "-np", "2", train, "--model", "mlp", "--format", "adaptive",
+                    "--batch", "32", "--lr", "0.01", "--epochs", "1", "--train-limit", "6000",
+                    "--eval-samples", "500", "--spec-steps", "10", "--spec-evals", "2", "--phase-steps", "20",
+                    "--max-overhead", "1", "--val-images", "500", "--seed", "7", "--log", log, "--no-progress"],
+                   check=True, env=env)
+    records = [json.loads(line) for line in open(log) if '"event":"decision"' in line]
+
+check(len(records) >= 2, f"only {len(records)} decisions logged")
+for r in records:
+    names = [c["name"] for c in r["candidates"]]
+    options = _capi.ControllerOptions()
+    lib.AdaPrec_ControllerDefaultOptions(ctypes.byref(options))
+    options.continuationSteps = r["continuation_steps"]
+    options.maxOverhead = r["max_overhead"]  # 1: continuations do not depend on branch seconds
+    options.validationImages = r["validation_images"]
+    options.rule = _capi.RULE_RISK if r["rule"] == "risk" else _capi.RULE_GAIN
+    handle = ctypes.c_void_p()
+    ok(lib.AdaPrec_ControllerCreate((ctypes.c_char_p * len(names))(*[n.encode() for n in names]), len(names),
+                                    ctypes.byref(options), ctypes.byref(handle)))
+    ok(lib.AdaPrec_ControllerBeginPhase(handle, r["step"]))
+    for c in r["candidates"]:
+        for i, (step, accuracy) in enumerate(c["curve"]):
+            ok(lib.AdaPrec_ControllerReportPoint(handle, c["name"].encode(), step, accuracy, c["step_s"] if i else 0.0))
+    d = _capi.Decision()
+    ok(lib.AdaPrec_ControllerDecide(handle, ctypes.byref(d)))
+    size = ctypes.c_size_t()
+    ok(lib.AdaPrec_ControllerDecisionRecord(handle, None, 0, ctypes.byref(size)))
+    text = ctypes.create_string_buffer(size.value + 1)
+    ok(lib.AdaPrec_ControllerDecisionRecord(handle, text, size.value + 1, ctypes.byref(size)))
+    replay = json.loads(text.value.decode())
+    ok(lib.AdaPrec_ControllerFree(handle))
+    at = f"decision at step {r['step']}"
+    check(d.format.decode() == r["choice"], f"{at}: C API chose {d.format.decode()}, adaprec-train {r['choice']}")
+    check(d.continuationSteps == r["continuation_steps"], f"{at}: continuation {d.continuationSteps}")
+    check(set(replay) == set(r), f"{at}: record fields differ: {sorted(set(replay) ^ set(r))}")
+    for logged, again in zip(r["candidates"], replay["candidates"]):
+        for field in ("curve", "step_s", "predicted_mean", "predicted_sd", "predicted_step", "gain", "score",
+                      "p_beats_baseline"):
+            check(logged[field] == again[field],
+                  f"{at}, {logged['name']}: {field} {again[field]} != adaprec-train's {logged[field]}")
+print("\n".join(failures) if failures else f"controller replay: {len(records)} decisions identical")
+sys.exit(1 if failures else 0)
