@@ -6,7 +6,11 @@
 //     (mod p), onto its own fp32 values (its own contribution is never quantized).
 //   The owner encodes the fp32 sum once and keeps the decoded value (bit-identical results).
 //   allgather: the owner sends that encoding to every peer; each rank decodes every chunk it receives.
-// Segments of a chunk are processed as they arrive, so decoding overlaps the remaining transfers.
+// Schedule: one pass over segment indices; step k sends segment k of every other chunk (owners
+// interleaved), reduces and forwards my segment k-1 and decodes the owners' segments k-2, so the
+// allgather of early segments overlaps the reduce-scatter of later ones. Between emulated 1 Gbit/s
+// nodes twoshot still runs at 0.7-0.9 of ring: the difference is the network (p-1 concurrent TCP
+// flows per node against the ring's one), not this schedule (docs/algorithms.md, twoshot).
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index.
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
@@ -52,10 +56,16 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
           layout.segmentBytes(peer, k), kTagAllgather));
   }
 
-  // Reduce-scatter: send my encoding of every other chunk to its owner, nearest owners first.
-  for (int d = 1; d < p; ++d) {
-    const int owner = (r + d) % p;
-    for (std::size_t k = 0; k < layout.segments(owner); ++k) {
+  // One pass over segment indices k, the two phases overlapped: at step k send segment k of every
+  // other chunk to its owner (owners interleaved, so each owner gets segment k from all peers at
+  // about the same time), then reduce my own segment k-1 (its p-1 pieces were sent a step earlier)
+  // and send its final encoding to everyone, then decode every owner's segment k-2. (Sending all
+  // segments for the nearest owner first made each owner's last contribution arrive only at the end of
+  // the reduce-scatter, so no allgather traffic could overlap it.)
+  auto sendReduceScatter = [&](std::size_t k) {
+    for (int d = 1; d < p; ++d) {
+      const int owner = (r + d) % p;
+      if (k >= layout.segments(owner)) continue;
       std::byte* dst = sendStage.data() + layout.segmentByteOffset(owner, k);
       const std::size_t n = layout.segmentCount(owner, k);
       const std::size_t bytes = layout.segmentBytes(owner, k);
@@ -63,10 +73,11 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
                    layout.segmentOffset(owner, k), count);
       sends.push_back(steps.send(owner, dst, bytes, n, kTagReduceScatter));
     }
-  }
-
-  // Sum chunk r segment by segment, then encode it once and send it to everyone.
-  for (std::size_t k = 0; k < mine; ++k) {
+  };
+  // Sum my segment k in the fixed order r+1, r+2, ... onto my own values, encode it once and send it
+  // to everyone.
+  auto reduceMine = [&](std::size_t k) {
+    if (k >= mine) return;
     const std::size_t n = layout.segmentCount(r, k);
     const std::size_t bytes = layout.segmentBytes(r, k);
     float* acc = buf + layout.segmentOffset(r, k);
@@ -79,17 +90,22 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     std::byte* dst = sendStage.data() + layout.segmentByteOffset(r, k);
     steps.encodeKeepDecoded(acc, n, dst, bytes, 0, layout.segmentOffset(r, k), count);
     for (int d = 1; d < p; ++d) sends.push_back(steps.send((r + d) % p, dst, bytes, n, kTagAllgather));
-  }
-
-  // Allgather: decode every other owner's chunk, in a fixed order.
-  for (int d = p - 1; d >= 1; --d) {
-    const int owner = (r + d) % p;
-    for (std::size_t k = 0; k < layout.segments(owner); ++k) {
+  };
+  auto decodeGathered = [&](std::size_t k) {
+    for (int d = p - 1; d >= 1; --d) {
+      const int owner = (r + d) % p;
+      if (k >= layout.segments(owner)) continue;
       const std::size_t bytes = layout.segmentBytes(owner, k);
       steps.waitRecv(*gatherRecvs[owner][k], bytes);
       steps.decode(gatherStage.data() + layout.segmentByteOffset(owner, k), bytes,
                    buf + layout.segmentOffset(owner, k), layout.segmentCount(owner, k));
     }
+  };
+  const std::size_t most = layout.segments(0);  // chunk 0 is the largest
+  for (std::size_t k = 0; k < most + 2; ++k) {
+    if (k < most) sendReduceScatter(k);
+    if (k >= 1) reduceMine(k - 1);
+    if (k >= 2) decodeGathered(k - 2);
   }
   steps.waitAll(sends);
 }
