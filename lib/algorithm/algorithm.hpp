@@ -68,6 +68,10 @@ struct AlgorithmContext {
   Hierarchy* hierarchy = nullptr;  // set for kHierarchical
   Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what each share's peers run
   Timeline* timeline = nullptr;    // records every step's span when set (ADAPREC_TIMELINE)
+  // Set when an algorithm runs on a block of a larger error-feedback range (hierarchical's share, in
+  // blocks): the residuals cover residualTotal elements and this call's element 0 is residualOffset.
+  std::size_t residualOffset = 0;
+  std::size_t residualTotal = 0;  // 0: the call's own count
 };
 
 // Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs

@@ -11,6 +11,8 @@
 // Uneven nodes: local ranks >= L of a fuller node send their shares in step 1 and receive the result
 // in step 3 but own no share (with L = 1 this is the classic leader scheme). Shares of a count < L
 // are partly empty; an empty share sends nothing.
+// Pipelined in blocks of kSegmentsPerBlock segments: step 1 is posted whole up front, and block b goes
+// through step 2 while the intra-node copies of later blocks and step 3 of earlier ones proceed.
 // The inner algorithm leaves its N ranks bit-identical and step 3 copies bits, so all ranks agree.
 // Bytes sent per rank (local rank l < L, s = count/L): fp32 (localSize-1) * s * 4 inside the node in
 // each of steps 1 and 3, plus the inner algorithm's bytes for s elements among N ranks (twoshot:
@@ -18,6 +20,7 @@
 // with N ranks (twoshot: 2).
 #include <algorithm>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "adaprec/detail/scalar_convert.hpp"
@@ -27,6 +30,13 @@
 #include "algorithm/steps.hpp"
 
 namespace adaprec::detail {
+namespace {
+
+// Segments per pipelined block: large enough that the inner algorithm's per-call costs (a round of
+// messages among the nodes) stay small, small enough that a 64 MiB buffer makes several blocks.
+constexpr std::size_t kSegmentsPerBlock = 4;
+
+}  // namespace
 
 void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   ADAPREC_CHECK(ctx.hierarchy != nullptr && ctx.hierarchy->intra && ctx.hierarchy->peers,
@@ -40,47 +50,56 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   ADAPREC_CHECK(lanes >= 1 && lanes <= localSize, ErrorCode::kInternal,
                 "hierarchical: " << lanes << " lanes on a node of " << localSize << " ranks");
   const bool owner = local < lanes;
-  // Shares and their fp32 segments (only the element offsets of the layout are used).
+  // Shares and their fp32 segments (only the element offsets of the layout are used); segment k of
+  // every share belongs to block k / kSegmentsPerBlock.
   const Layout shares(Format::kFp32, count, lanes, ctx.segmentCount);
+  const std::size_t blocks = (shares.segments(0) + kSegmentsPerBlock - 1) / kSegmentsPerBlock;
+  auto blockSegments = [&](int share, std::size_t b) {  // [first, last) segments of block b
+    const std::size_t first = std::min(shares.segments(share), b * kSegmentsPerBlock);
+    return std::pair{first, std::min(shares.segments(share), first + kSegmentsPerBlock)};
+  };
   // Intra-node traffic is plain fp32 and has no error feedback.
   AlgorithmContext intraCtx{intra, ctx.format, nullptr, ctx.stats, ctx.segmentCount, ctx.workspace};
   intraCtx.timeline = ctx.timeline;
   Steps steps(intraCtx);
   const std::size_t mine = owner ? shares.chunkCount(local) : 0;
   const std::size_t mineSegments = owner ? shares.segments(local) : 0;
-  std::vector<RequestPtr> sends;
+  const bool lossless = isLossless(ctx.format);
 
-  if (localSize > 1) {
-    // 1. Reduce-scatter: peer q's contribution to my share lands in incoming[slot(q)].
-    const std::span<float> incoming =
-        ctx.workspace.floats(3, owner ? mine * static_cast<std::size_t>(localSize - 1) : 0);
-    auto slot = [&](int q) { return static_cast<std::size_t>(q < local ? q : q - 1) * mine; };
-    std::vector<std::vector<RequestPtr>> recvs(static_cast<std::size_t>(localSize));
-    if (owner) {
-      for (int q = 0; q < localSize; ++q) {
-        if (q == local) continue;
-        for (std::size_t k = 0; k < mineSegments; ++k)
-          recvs[q].push_back(steps.recv(q, incoming.data() + slot(q) + k * ctx.segmentCount,
-                                        shares.segmentCount(local, k) * sizeof(float), kTagIntraReduce));
-      }
+  // Everything of step 1 is posted up front: peer q's contribution to my share lands in
+  // incoming[slot(q)]; my segments of the other shares go to their owners, block by block.
+  const std::span<float> incoming =
+      ctx.workspace.floats(3, owner ? mine * static_cast<std::size_t>(localSize - 1) : 0);
+  auto slot = [&](int q) { return static_cast<std::size_t>(q < local ? q : q - 1) * mine; };
+  std::vector<std::vector<RequestPtr>> reduceRecvs(static_cast<std::size_t>(localSize));
+  for (int q = 0; q < localSize && owner; ++q) {
+    if (q == local) continue;
+    for (std::size_t k = 0; k < mineSegments; ++k)
+      reduceRecvs[q].push_back(steps.recv(q, incoming.data() + slot(q) + k * ctx.segmentCount,
+                                          shares.segmentCount(local, k) * sizeof(float), kTagIntraReduce));
+  }
+  std::vector<std::vector<RequestPtr>> reduceSends(blocks);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (int d = 1; d < lanes + (owner ? 0 : 1); ++d) {
+      const int o = owner ? (local + d) % lanes : d - 1;
+      const auto [first, last] = blockSegments(o, b);
+      for (std::size_t k = first; k < last; ++k)
+        reduceSends[b].push_back(steps.sendFloats(o, buf + shares.segmentOffset(o, k),
+                                                  shares.segmentCount(o, k), kTagIntraReduce));
     }
-    std::size_t most = 0;
-    for (int o = 0; o < lanes; ++o) most = std::max(most, shares.segments(o));
-    for (std::size_t k = 0; k < most; ++k) {  // segment k of every other share, owners interleaved
-      for (int d = 1; d < lanes + (owner ? 0 : 1); ++d) {
-        const int o = owner ? (local + d) % lanes : d - 1;
-        if (k >= shares.segments(o)) continue;
-        sends.push_back(steps.sendFloats(o, buf + shares.segmentOffset(o, k), shares.segmentCount(o, k),
-                                         kTagIntraReduce));
-      }
-    }
-    const bool lossless = isLossless(ctx.format);
-    for (std::size_t k = 0; k < mineSegments; ++k) {
+  }
+
+  std::vector<RequestPtr> gatherRecvs;
+  std::vector<RequestPtr> gatherSends;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    // 1. My share's block b: the node's sum, in local-rank order after my own values.
+    const auto [first, last] = owner ? blockSegments(local, b) : std::pair<std::size_t, std::size_t>{0, 0};
+    for (std::size_t k = first; k < last; ++k) {
       const std::size_t n = shares.segmentCount(local, k);
       float* acc = buf + shares.segmentOffset(local, k);
       for (int q = 0; q < localSize; ++q) {
         if (q == local) continue;
-        steps.waitRecv(*recvs[q][k], n * sizeof(float));
+        steps.waitRecv(*reduceRecvs[q][k], n * sizeof(float));
         const float* in = incoming.data() + slot(q) + k * ctx.segmentCount;
         if (lossless) {
           for (std::size_t i = 0; i < n; ++i) acc[i] += in[i];
@@ -89,41 +108,45 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
         }
       }
     }
-    // My shares for the others have left buf before step 3 overwrites them.
-    steps.waitAll(sends);
-  }
-
-  // 3 (posted now, so shared-memory copies proceed during step 2): the other owners' shares.
-  std::vector<RequestPtr> gathers;
-  for (int o = 0; o < lanes && localSize > 1; ++o) {
-    if (o == local) continue;
-    for (std::size_t k = 0; k < shares.segments(o); ++k)
-      gathers.push_back(steps.recv(o, buf + shares.segmentOffset(o, k),
-                                   shares.segmentCount(o, k) * sizeof(float), kTagIntraBcast));
-  }
-
-  // 2. My share across nodes, every owner in parallel.
-  if (owner && mine > 0 && h.peers->size() > 1) {
-    AlgorithmContext peerCtx{*h.peers, ctx.format, ctx.residuals, ctx.stats, ctx.segmentCount,
-                             ctx.workspace};
-    peerCtx.timeline = ctx.timeline;
-    runAlgorithmUnconfirmed(ctx.innerAlgorithm, peerCtx, buf + shares.chunkOffset(local), mine);
-  }
-
-  // 3. Allgather: my reduced share to every other rank of the node.
-  if (owner) {
-    for (std::size_t k = 0; k < mineSegments; ++k)
+    // Block b of the other shares has left buf (the owners needed it to go on), so step 3 may now
+    // receive into it.
+    steps.waitAll(reduceSends[b]);
+    for (int o = 0; o < lanes && localSize > 1; ++o) {
+      if (o == local) continue;
+      const auto [from, to] = blockSegments(o, b);
+      for (std::size_t k = from; k < to; ++k)
+        gatherRecvs.push_back(steps.recv(o, buf + shares.segmentOffset(o, k),
+                                         shares.segmentCount(o, k) * sizeof(float), kTagIntraBcast));
+    }
+    if (first == last) continue;
+    // 2. Block b of my share across nodes (the intra-node transfers of later blocks progress meanwhile),
+    // its error feedback at the block's place in the share's residuals.
+    const std::size_t offset = shares.segmentOffset(local, first);
+    const std::size_t n = shares.segmentOffset(local, last - 1) + shares.segmentCount(local, last - 1) - offset;
+    if (h.peers->size() > 1) {
+      AlgorithmContext peerCtx{*h.peers, ctx.format, ctx.residuals, ctx.stats, ctx.segmentCount,
+                               ctx.workspace};
+      peerCtx.timeline = ctx.timeline;
+      peerCtx.residualOffset = offset - shares.chunkOffset(local);
+      peerCtx.residualTotal = mine;
+      runAlgorithmUnconfirmed(ctx.innerAlgorithm, peerCtx, buf + offset, n);
+    }
+    // 3. Block b of my share to every other rank of the node.
+    for (std::size_t k = first; k < last; ++k)
       for (int d = 1; d < localSize; ++d)
-        sends.push_back(steps.sendFloats((local + d) % localSize, buf + shares.segmentOffset(local, k),
-                                         shares.segmentCount(local, k), kTagIntraBcast));
+        gatherSends.push_back(steps.sendFloats((local + d) % localSize, buf + shares.segmentOffset(local, k),
+                                               shares.segmentCount(local, k), kTagIntraBcast));
   }
   std::size_t g = 0;
-  for (int o = 0; o < lanes && localSize > 1; ++o) {
-    if (o == local) continue;
-    for (std::size_t k = 0; k < shares.segments(o); ++k)
-      steps.waitRecv(*gathers[g++], shares.segmentCount(o, k) * sizeof(float));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (int o = 0; o < lanes && localSize > 1; ++o) {
+      if (o == local) continue;
+      const auto [from, to] = blockSegments(o, b);
+      for (std::size_t k = from; k < to; ++k)
+        steps.waitRecv(*gatherRecvs[g++], shares.segmentCount(o, k) * sizeof(float));
+    }
   }
-  steps.waitAll(sends);
+  steps.waitAll(gatherSends);
 }
 
 }  // namespace adaprec::detail

@@ -33,7 +33,8 @@ void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t 
     account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
     return;
   }
-  float* residual = ctx_.residuals->slot(slot, total) + position;
+  const std::size_t residualTotal = ctx_.residualTotal != 0 ? ctx_.residualTotal : total;
+  float* residual = ctx_.residuals->slot(slot, residualTotal) + ctx_.residualOffset + position;
   withResidual_.resize(n);
   decoded_.resize(n);
   // Saturating, as decodeAdd: a finite value near FLT_MAX plus its residual stays finite.
