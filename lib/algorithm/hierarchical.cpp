@@ -121,16 +121,17 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
                                          shares.segmentCount(o, k) * sizeof(float), kTagIntraBcast));
     }
     if (first == last) continue;
-    // 2. Block b of my share across nodes (the intra-node transfers of later blocks progress meanwhile),
-    // its error feedback at the block's place in the share's residuals.
+    // 2. Block b of my share across nodes (the intra-node transfers of later blocks progress meanwhile).
+    // Its error feedback sits at the block's own element positions of a count-long residual, as for
+    // every other algorithm (saved state has one layout); only my shares' positions are ever used.
     const std::size_t offset = shares.segmentOffset(local, first);
     const std::size_t n = shares.segmentOffset(local, last - 1) + shares.segmentCount(local, last - 1) - offset;
     if (h.peers->size() > 1) {
       AlgorithmContext peerCtx{*h.peers, ctx.format, ctx.residuals, ctx.stats, ctx.segmentCount,
                                ctx.workspace};
       peerCtx.timeline = ctx.timeline;
-      peerCtx.residualOffset = offset - shares.chunkOffset(local);
-      peerCtx.residualTotal = mine;
+      peerCtx.residualOffset = offset;
+      peerCtx.residualTotal = count;
       runAlgorithmUnconfirmed(ctx.innerAlgorithm, peerCtx, buf + offset, n);
     }
     // 3. Block b of my share to every other rank of the node.
