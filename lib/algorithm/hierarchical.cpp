@@ -62,7 +62,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   };
   // Intra-node traffic is plain fp32 and has no error feedback.
   AlgorithmContext intraCtx{intra, ctx.format, nullptr, ctx.stats, ctx.segmentCount, ctx.workspace};
-  intraCtx.timeline = ctx.timeline;
+  intraCtx.timeline = ctx.timeline;  // messageBytes 0: shared memory takes large messages best
   Steps steps(intraCtx);
   const std::size_t mine = owner ? shares.chunkCount(local) : 0;
   const std::size_t mineSegments = owner ? shares.segments(local) : 0;
@@ -130,6 +130,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       AlgorithmContext peerCtx{*h.peers, ctx.format, ctx.residuals, ctx.stats, ctx.segmentCount,
                                ctx.workspace};
       peerCtx.timeline = ctx.timeline;
+      peerCtx.messageBytes = ctx.messageBytes;
       peerCtx.residualOffset = offset;
       peerCtx.residualTotal = count;
       runAlgorithmUnconfirmed(ctx.innerAlgorithm, peerCtx, buf + offset, n);

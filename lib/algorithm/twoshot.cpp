@@ -6,11 +6,12 @@
 //     (mod p), onto its own fp32 values (its own contribution is never quantized).
 //   The owner encodes the fp32 sum once and keeps the decoded value (bit-identical results).
 //   allgather: the owner sends that encoding to every peer; each rank decodes every chunk it receives.
-// Schedule: one pass over segment indices; step k sends segment k of every other chunk (owners
-// interleaved), reduces and forwards my segment k-1 and decodes the owners' segments k-2, so the
-// allgather of early segments overlaps the reduce-scatter of later ones. Between emulated 1 Gbit/s
-// nodes twoshot still runs at 0.7-0.9 of ring: the difference is the network (p-1 concurrent TCP
-// flows per node against the ring's one), not this schedule (docs/algorithms.md, twoshot).
+// Schedule: every reduce-scatter send is posted at once, segment-major (segment k to every owner
+// before segment k+1); each owner sums, encodes and sends a segment as soon as all its pieces are in.
+// Between nodes (AlgorithmContext::messageBytes) every message is at most kInterNodeMessageBytes, so
+// the MPI transport sends it eagerly: a larger message waits for a rendezvous round trip through the
+// links' queues, which cost twoshot 20-30 % against the ring on emulated 1 Gbit/s nodes
+// (docs/algorithms.md, twoshot).
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index.
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
@@ -38,8 +39,10 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const std::span<std::byte> reduceStage = ctx.workspace.bytes(1, myBytes * (p - 1));
   const std::span<std::byte> gatherStage = ctx.workspace.bytes(2, layout.totalBytes());
   std::vector<RequestPtr> sends;
-  std::vector<std::vector<RequestPtr>> reduceRecvs(p);
-  std::vector<std::vector<RequestPtr>> gatherRecvs(p);
+  // Per peer and segment: the pieces (messages of at most ctx.messageBytes) of one receive.
+  std::vector<std::vector<std::vector<RequestPtr>>> reduceRecvs(p);
+  std::vector<std::vector<std::vector<RequestPtr>>> gatherRecvs(p);
+  const std::size_t piece = ctx.messageBytes;
 
   auto reduceSlot = [&](int peer) {  // where peer's encoding of chunk r lands
     return reduceStage.data() + myBytes * static_cast<std::size_t>((peer - r - 1 + p) % p);
@@ -47,65 +50,59 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   for (int d = 1; d < p; ++d) {
     const int peer = (r + d) % p;
     for (std::size_t k = 0; k < mine; ++k)
-      reduceRecvs[peer].push_back(steps.recv(
+      reduceRecvs[peer].push_back(steps.recvPieces(
           peer, reduceSlot(peer) + layout.segmentByteOffset(r, k) - layout.chunkByteOffset(r),
-          layout.segmentBytes(r, k), kTagReduceScatter));
+          layout.segmentBytes(r, k), kTagReduceScatter, piece));
     for (std::size_t k = 0; k < layout.segments(peer); ++k)
-      gatherRecvs[peer].push_back(steps.recv(
-          peer, gatherStage.data() + layout.segmentByteOffset(peer, k),
-          layout.segmentBytes(peer, k), kTagAllgather));
+      gatherRecvs[peer].push_back(steps.recvPieces(peer, gatherStage.data() + layout.segmentByteOffset(peer, k),
+                                                   layout.segmentBytes(peer, k), kTagAllgather, piece));
   }
 
-  // One pass over segment indices k, the two phases overlapped: at step k send segment k of every
-  // other chunk to its owner (owners interleaved, so each owner gets segment k from all peers at
-  // about the same time), then reduce my own segment k-1 (its p-1 pieces were sent a step earlier)
-  // and send its final encoding to everyone, then decode every owner's segment k-2. (Sending all
-  // segments for the nearest owner first made each owner's last contribution arrive only at the end of
-  // the reduce-scatter, so no allgather traffic could overlap it.)
-  auto sendReduceScatter = [&](std::size_t k) {
+  // Reduce-scatter: every send is posted at once, segment k of every owner before segment k+1, so each
+  // owner gets its early segments from all peers early and can start the allgather while later
+  // segments still arrive. Posting later (a step ahead of the receives) halves the rate on emulated
+  // 1 Gbit/s nodes: the transfers then wait on round trips through the links' queues.
+  const std::size_t most = layout.segments(0);  // chunk 0 is the largest
+  for (std::size_t k = 0; k < most; ++k) {
     for (int d = 1; d < p; ++d) {
       const int owner = (r + d) % p;
       if (k >= layout.segments(owner)) continue;
       std::byte* dst = sendStage.data() + layout.segmentByteOffset(owner, k);
       const std::size_t n = layout.segmentCount(owner, k);
       const std::size_t bytes = layout.segmentBytes(owner, k);
-      steps.encode(buf + layout.segmentOffset(owner, k), n, dst, bytes, 0,
-                   layout.segmentOffset(owner, k), count);
-      sends.push_back(steps.send(owner, dst, bytes, n, kTagReduceScatter));
+      steps.encode(buf + layout.segmentOffset(owner, k), n, dst, bytes, 0, layout.segmentOffset(owner, k),
+                   count);
+      steps.sendPieces(owner, dst, bytes, n, kTagReduceScatter, piece, sends);
     }
-  };
-  // Sum my segment k in the fixed order r+1, r+2, ... onto my own values, encode it once and send it
+  }
+
+  // Sum chunk r segment by segment in the fixed order r+1, r+2, ..., then encode it once and send it
   // to everyone.
-  auto reduceMine = [&](std::size_t k) {
-    if (k >= mine) return;
+  for (std::size_t k = 0; k < mine; ++k) {
     const std::size_t n = layout.segmentCount(r, k);
     const std::size_t bytes = layout.segmentBytes(r, k);
     float* acc = buf + layout.segmentOffset(r, k);
     for (int d = 1; d < p; ++d) {
       const int peer = (r + d) % p;
-      steps.waitRecv(*reduceRecvs[peer][k], bytes);
+      steps.waitPieces(reduceRecvs[peer][k], bytes, piece);
       steps.decodeAdd(reduceSlot(peer) + layout.segmentByteOffset(r, k) - layout.chunkByteOffset(r),
                       bytes, acc, n);
     }
     std::byte* dst = sendStage.data() + layout.segmentByteOffset(r, k);
     steps.encodeKeepDecoded(acc, n, dst, bytes, 0, layout.segmentOffset(r, k), count);
-    for (int d = 1; d < p; ++d) sends.push_back(steps.send((r + d) % p, dst, bytes, n, kTagAllgather));
-  };
-  auto decodeGathered = [&](std::size_t k) {
+    for (int d = 1; d < p; ++d) steps.sendPieces((r + d) % p, dst, bytes, n, kTagAllgather, piece, sends);
+  }
+
+  // Allgather: decode every other owner's chunk, segment by segment.
+  for (std::size_t k = 0; k < most; ++k) {
     for (int d = p - 1; d >= 1; --d) {
       const int owner = (r + d) % p;
       if (k >= layout.segments(owner)) continue;
       const std::size_t bytes = layout.segmentBytes(owner, k);
-      steps.waitRecv(*gatherRecvs[owner][k], bytes);
+      steps.waitPieces(gatherRecvs[owner][k], bytes, piece);
       steps.decode(gatherStage.data() + layout.segmentByteOffset(owner, k), bytes,
                    buf + layout.segmentOffset(owner, k), layout.segmentCount(owner, k));
     }
-  };
-  const std::size_t most = layout.segments(0);  // chunk 0 is the largest
-  for (std::size_t k = 0; k < most + 2; ++k) {
-    if (k < most) sendReduceScatter(k);
-    if (k >= 1) reduceMine(k - 1);
-    if (k >= 2) decodeGathered(k - 2);
   }
   steps.waitAll(sends);
 }

@@ -402,6 +402,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount,
                                impl_->workspace};
   ctx.timeline = impl_->timeline.get();
+  if (impl_->nodes > 1) ctx.messageBytes = detail::kInterNodeMessageBytes;
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(format, impl_->nodes);
