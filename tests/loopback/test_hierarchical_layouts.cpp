@@ -3,13 +3,15 @@
 // divisible by L, and small segments so the block pipeline runs many blocks. Every case: all ranks
 // bit-identical, exact for fp32 on integer inputs, within the bound of the inner algorithm's
 // quantizations among the nodes otherwise; with error feedback, the mean of repeated reductions
-// approaches the exact sum (the residuals of every share are kept and used).
+// approaches the exact sum (the residuals of every share are kept and used). Last, ring, twoshot and
+// hierarchical with segments larger than the eager-sized messages they send between nodes.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "algorithm/algorithm.hpp"
 #include "engine_check.hpp"
 
 using namespace adaprec;
@@ -108,5 +110,38 @@ TEST_CASE("hierarchical error feedback on every share", "[hierarchical_layouts]"
     INFO("mean error " << feedback << " with error feedback, " << plain << " without");
     CHECK(plain > 0);
     CHECK(feedback < 0.35 * plain);
+  }
+}
+
+// Between nodes ring and twoshot cut every segment into messages of at most kInterNodeMessageBytes:
+// with the default segment (262144 elements) these counts make segments of 32770 .. 100002 fp32
+// values, i.e. several pieces per segment for every format here, and pieces of unequal size.
+TEST_CASE("ring and twoshot between nodes send segments in pieces", "[hierarchical_layouts]") {
+  static_assert(detail::kInterNodeMessageBytes < 4 * 32770);
+  const Format formats[] = {Format::kFp32, Format::kBf16, Format::kTable4};
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kHierarchical}) {
+    for (Format format : formats) {
+      for (std::size_t count : {std::size_t{131080}, std::size_t{400009}}) {
+        INFO(algorithmName(algorithm) << " " << formatName(format) << " count " << count);
+        const NodeLayout layout{4, 2};
+        const bool integers = isLossless(format);
+        std::vector<std::vector<float>> inputs;
+        for (int r = 0; r < layout.ranks; ++r) inputs.push_back(makeInput(r, count, integers));
+        std::vector<std::vector<float>> outputs(layout.ranks);
+        LoopbackGroup group(layout.ranks, layout.ranksPerNode);
+        runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+          Communicator comm(transport);  // default segment size
+          outputs[rank] = inputs[rank];
+          AllreduceOptions opt;
+          opt.format.format = format;
+          opt.algorithm = algorithm;
+          comm.allreduce(outputs[rank].data(), count, opt);
+        });
+        const int q = detail::quantizationsPerValue(algorithm, format, layout.ranks, nodesOf(layout));
+        const std::string failure = checkResults(inputs, outputs, format, q, integers, false);
+        INFO(failure);
+        REQUIRE(failure.empty());
+      }
+    }
   }
 }
