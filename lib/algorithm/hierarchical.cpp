@@ -1,5 +1,5 @@
-// hierarchical: fast links inside a node, slow ones between nodes (ChainerMN / NCCL's tree-of-rings
-// shape, without a leader bottleneck). L = ranks on the smallest node ("lanes"), N = nodes.
+// hierarchical: fast links inside a node, slow ones between nodes (the 2D shape of Horovod's
+// hierarchical allreduce, without a leader bottleneck). L = ranks on the smallest node ("lanes"), N = nodes.
 //   1. reduce-scatter inside the node in fp32: the buffer is cut into L balanced shares (Layout);
 //      every rank of the node sends share l to local rank l, which adds them onto its own values in
 //      local-rank order (fp32; for a lossy format with saturatingAdd, like its decodeAdd, so finite
@@ -14,8 +14,8 @@
 // Pipelined in blocks of kSegmentsPerBlock segments: step 1 is posted whole up front, and block b goes
 // through step 2 while the intra-node copies of later blocks and step 3 of earlier ones proceed.
 // The inner algorithm leaves its N ranks bit-identical and step 3 copies bits, so all ranks agree.
-// Bytes sent per rank (local rank l < L, s = count/L): fp32 (localSize-1) * s * 4 inside the node in
-// each of steps 1 and 3, plus the inner algorithm's bytes for s elements among N ranks (twoshot:
+// Bytes sent per rank (local rank l < L, s = count/L): fp32 (L-1) * s * 4 inside the node in step 1
+// and (localSize-1) * s * 4 in step 3 (a rank >= L: L * s * 4 in step 1, nothing in step 3), plus the inner algorithm's bytes for s elements among N ranks (twoshot:
 // 2 (N-1)/N * encodedBytes(s)) between nodes. Quantizations per value: those of the inner algorithm
 // with N ranks (twoshot: 2).
 #include <algorithm>
