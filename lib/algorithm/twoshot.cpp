@@ -12,7 +12,8 @@
 // the MPI transport sends it eagerly: a larger message waits for a rendezvous round trip through the
 // links' queues, which cost twoshot 20-30 % against the ring on emulated 1 Gbit/s nodes
 // (docs/algorithms.md, twoshot).
-// Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index.
+// Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index (between
+// nodes, per piece of a segment).
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
 #include <span>
@@ -60,8 +61,8 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
 
   // Reduce-scatter: every send is posted at once, segment k of every owner before segment k+1, so each
   // owner gets its early segments from all peers early and can start the allgather while later
-  // segments still arrive. Posting later (a step ahead of the receives) halves the rate on emulated
-  // 1 Gbit/s nodes: the transfers then wait on round trips through the links' queues.
+  // segments still arrive. Posting later (a step ahead of the receives) cost 30-40 % of the rate on
+  // emulated 1 Gbit/s nodes: the transfers then wait on round trips through the links' queues.
   const std::size_t most = layout.segments(0);  // chunk 0 is the largest
   for (std::size_t k = 0; k < most; ++k) {
     for (int d = 1; d < p; ++d) {
