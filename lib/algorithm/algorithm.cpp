@@ -154,7 +154,7 @@ int quantizationsPerValue(Algorithm algorithm, Format wire, int ranks, int nodes
     case Algorithm::kRabenseifner: return log2q + 1 + (prePostStep ? 1 : 0);
     // One encode per round; pre-step and post-step encodes.
     case Algorithm::kRecursiveDoubling: return log2q + (prePostStep ? 2 : 0);
-    // fp32 inside a node; only the leaders' inner allreduce quantizes.
+    // fp32 inside a node; only each share's inner allreduce among the nodes quantizes.
     case Algorithm::kHierarchical:
       return quantizationsPerValue(hierarchicalInnerAlgorithm(wire, nodes), wire, nodes, nodes);
     case Algorithm::kAuto: break;

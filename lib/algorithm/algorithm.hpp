@@ -36,8 +36,13 @@ class Residuals {
 
 // Node layout, created once per Communicator (collectively) for the hierarchical algorithm.
 struct Hierarchy {
-  std::unique_ptr<Transport> intra;    // ranks of my node; local rank 0 is the leader
-  std::unique_ptr<Transport> leaders;  // one rank per node (only meaningful on leaders)
+  std::unique_ptr<Transport> intra;  // ranks of my node, in rank order (local rank = intra->rank())
+  // Every node's rank with my local rank: the N ranks that allreduce my share across nodes. Only used
+  // when my local rank < lanes.
+  std::unique_ptr<Transport> peers;
+  // Ranks on the smallest node: the buffer is cut into `lanes` shares, share l owned by local rank l
+  // on every node (local ranks >= lanes of a fuller node contribute but own no share).
+  int lanes = 1;
 };
 
 // Staging memory reused across calls: the encoded copies of a large buffer are allocated (and
@@ -61,8 +66,15 @@ struct AlgorithmContext {
   std::size_t segmentCount;        // elements per pipelined segment
   Workspace& workspace;
   Hierarchy* hierarchy = nullptr;  // set for kHierarchical
-  Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what the leaders run
+  Algorithm innerAlgorithm = Algorithm::kTwoShot;  // hierarchical: what each share's peers run
   Timeline* timeline = nullptr;    // records every step's span when set (ADAPREC_TIMELINE)
+  // Set when an algorithm runs on a block of a larger error-feedback range (hierarchical's share, in
+  // blocks): the residuals cover residualTotal elements and this call's element 0 is residualOffset.
+  std::size_t residualOffset = 0;
+  std::size_t residualTotal = 0;  // 0: the call's own count
+  // Largest message ring and twoshot send (0: one per segment); kInterNodeMessageBytes when the
+  // communicator spans several nodes.
+  std::size_t messageBytes = 0;
 };
 
 // Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs
@@ -79,7 +91,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
 // vote follows (detail::runWithCompletionVote): either every rank returns the result or every rank
 // throws, even when only one rank saw the fault (a lost or damaged message in a last step).
 void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count);
-// The same without the vote: for an algorithm run inside another (hierarchical's leaders).
+// The same without the vote: for an algorithm run inside another (hierarchical's per-share peers).
 void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::size_t count);
 
 // Whether the native algorithm can carry this format (fp32, bf16, fp16).
@@ -88,7 +100,7 @@ bool nativeSupports(Format format);
 // The auto rule (docs/algorithms.md). ranks = communicator size, nodes = distinct node ids,
 // maxRanksPerNode = ranks on the fullest node.
 Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes, int maxRanksPerNode);
-// What hierarchical's node leaders run among `nodes` leaders: auto's choice for that many ranks, and
+// What hierarchical's share owners run among the `nodes` ranks of equal local rank: auto's choice for that many ranks, and
 // native for fp32 (nothing to compress).
 Algorithm hierarchicalInnerAlgorithm(Format format, int nodes);
 // auto and hierarchical take twoshot (2 quantizations whatever p) up to this many ranks.
@@ -97,6 +109,13 @@ inline constexpr int kTwoShotMaxRanks = 8;
 inline constexpr std::size_t kAutoCompressMinBytes = std::size_t{256} << 10;
 // The same threshold when all ranks share one node (no network: bytes are cheap to move).
 inline constexpr std::size_t kAutoCompressSharedMinBytes = std::size_t{64} << 20;
+
+// Largest message ring and twoshot send between nodes: below Open MPI's TCP eager limit (64 KiB with its
+// header), so no message waits for a rendezvous handshake. Measured on 4 emulated nodes at 1 Gbit/s
+// (the links' queues hold 50 ms): twoshot's exchange pattern with 512 KiB messages ran at 0.7 of the
+// same bytes sent as a ring, with 48 KiB messages at 1.0; the ring itself gained too at 16 MiB
+// (docs/algorithms.md, twoshot).
+inline constexpr std::size_t kInterNodeMessageBytes = std::size_t{48} << 10;
 
 // Message tags of the algorithms (all < kMaxAlgorithmTag).
 inline constexpr int kTagReduceScatter = 1;

@@ -8,7 +8,7 @@
 
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
-#include "transport/half_convert.hpp"
+#include "codec/half_sum.hpp"
 
 namespace adaprec::detail {
 
@@ -29,11 +29,11 @@ void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     ctx.transport.nativeAllreduce(buf, count, NativeType::kFp32);
     return;
   }
-  const bool bf16 = ctx.format == Format::kBf16;
   std::vector<std::uint16_t> half(count);
-  for (std::size_t i = 0; i < count; ++i) half[i] = bf16 ? floatToBf16(buf[i]) : floatToFp16(buf[i]);
-  ctx.transport.nativeAllreduce(half.data(), count, bf16 ? NativeType::kBf16 : NativeType::kFp16);
-  for (std::size_t i = 0; i < count; ++i) buf[i] = bf16 ? bf16ToFloat(half[i]) : fp16ToFloat(half[i]);
+  roundToHalf(ctx.format, buf, half.data(), count);
+  ctx.transport.nativeAllreduce(half.data(), count,
+                                ctx.format == Format::kBf16 ? NativeType::kBf16 : NativeType::kFp16);
+  widenHalf(ctx.format, half.data(), buf, count);
 }
 
 }  // namespace adaprec::detail

@@ -8,7 +8,8 @@
 //   allgather, steps s = 0 .. p-2: send chunk (r+1-s) mod p, receive chunk (r-s) mod p, decode it and
 //     forward the received bytes unchanged at the next step.
 // Every chunk is cut into segments (one codec chunk each); segment k of a step is re-encoded and sent
-// as soon as it is decoded, so codec work overlaps the transfer of neighbouring segments.
+// as soon as it is decoded, so codec work overlaps the transfer of neighbouring segments. Between
+// nodes a segment travels as messages of at most kInterNodeMessageBytes (sent eagerly, as twoshot's).
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count). Messages: 2 (p-1) per segment index.
 // Quantizations per value: p (p-1 re-encodes of partial sums in the reduce-scatter + 1 by the owner);
 // each rank encodes each element position once per call (one error-feedback slot).
@@ -35,12 +36,13 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const std::span<std::byte> recvStage = ctx.workspace.bytes(1, layout.totalBytes());
   std::vector<RequestPtr> sends;
   // Receives of one step, indexed by segment; those of step s+1 are posted before step s is consumed.
-  std::vector<std::vector<RequestPtr>> recvs(p);
+  std::vector<std::vector<std::vector<RequestPtr>>> recvs(p);  // [step][segment]: its pieces
+  const std::size_t piece = ctx.messageBytes;
 
-  auto postRecvs = [&](int chunk, int tag, std::vector<RequestPtr>& into) {
+  auto postRecvs = [&](int chunk, int tag, std::vector<std::vector<RequestPtr>>& into) {
     for (std::size_t k = 0; k < layout.segments(chunk); ++k)
-      into.push_back(steps.recv(left, recvStage.data() + layout.segmentByteOffset(chunk, k),
-                                layout.segmentBytes(chunk, k), tag));
+      into.push_back(steps.recvPieces(left, recvStage.data() + layout.segmentByteOffset(chunk, k),
+                                      layout.segmentBytes(chunk, k), tag, piece));
   };
   auto encodeAndSend = [&](int chunk, std::size_t k, int tag, bool keepDecoded) {
     std::byte* dst = sendStage.data() + layout.segmentByteOffset(chunk, k);
@@ -52,7 +54,7 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     } else {
       steps.encode(src, n, dst, bytes, 0, layout.segmentOffset(chunk, k), count);
     }
-    sends.push_back(steps.send(right, dst, bytes, n, tag));
+    steps.sendPieces(right, dst, bytes, n, tag, piece, sends);
   };
 
   // Reduce-scatter.
@@ -63,7 +65,7 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     const int chunk = mod(r - s - 1);
     const bool last = s == p - 2;  // chunk is then the owned one, (r+1) mod p
     for (std::size_t k = 0; k < layout.segments(chunk); ++k) {
-      steps.waitRecv(*recvs[s][k], layout.segmentBytes(chunk, k));
+      steps.waitPieces(recvs[s][k], layout.segmentBytes(chunk, k), piece);
       steps.decodeAdd(recvStage.data() + layout.segmentByteOffset(chunk, k),
                       layout.segmentBytes(chunk, k), buf + layout.segmentOffset(chunk, k),
                       layout.segmentCount(chunk, k));
@@ -79,9 +81,8 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     for (std::size_t k = 0; k < layout.segments(chunk); ++k) {
       const std::size_t bytes = layout.segmentBytes(chunk, k);
       const std::byte* src = recvStage.data() + layout.segmentByteOffset(chunk, k);
-      steps.waitRecv(*recvs[s][k], bytes);
-      if (s < p - 2) sends.push_back(steps.send(right, src, bytes, layout.segmentCount(chunk, k),
-                                                kTagAllgather));
+      steps.waitPieces(recvs[s][k], bytes, piece);
+      if (s < p - 2) steps.sendPieces(right, src, bytes, layout.segmentCount(chunk, k), kTagAllgather, piece, sends);
       steps.decode(src, bytes, buf + layout.segmentOffset(chunk, k), layout.segmentCount(chunk, k));
     }
   }

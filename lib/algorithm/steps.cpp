@@ -33,7 +33,8 @@ void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t 
     account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
     return;
   }
-  float* residual = ctx_.residuals->slot(slot, total) + position;
+  const std::size_t residualTotal = ctx_.residualTotal != 0 ? ctx_.residualTotal : total;
+  float* residual = ctx_.residuals->slot(slot, residualTotal) + ctx_.residualOffset + position;
   withResidual_.resize(n);
   decoded_.resize(n);
   // Saturating, as decodeAdd: a finite value near FLT_MAX plus its residual stays finite.
@@ -83,26 +84,44 @@ RequestPtr Steps::recv(int peer, void* data, std::size_t bytes, int tag) {
 
 void Steps::sendRange(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag,
                       std::vector<RequestPtr>& into) {
-  ctx_.stats.fp32Bytes += n * sizeof(float);
-  for (std::size_t offset = 0; offset < bytes; offset += kMaxMessageBytes) {
-    const std::size_t piece = std::min(kMaxMessageBytes, bytes - offset);
-    ctx_.stats.wireBytes += piece;
-    into.push_back(ctx_.transport.isend(peer, data + offset, piece, tag));
-  }
+  sendPieces(peer, data, bytes, n, tag, kMaxMessageBytes, into);
 }
 
 std::vector<RequestPtr> Steps::recvRange(int peer, std::byte* data, std::size_t bytes, int tag) {
-  std::vector<RequestPtr> pieces;
-  for (std::size_t offset = 0; offset < bytes; offset += kMaxMessageBytes)
-    pieces.push_back(ctx_.transport.irecv(peer, data + offset, std::min(kMaxMessageBytes, bytes - offset), tag));
-  return pieces;
+  return recvPieces(peer, data, bytes, tag, kMaxMessageBytes);
 }
 
 void Steps::waitRange(std::vector<RequestPtr>& pieces, std::size_t bytes) {
+  waitPieces(pieces, bytes, kMaxMessageBytes);
+}
+
+void Steps::sendPieces(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag,
+                       std::size_t piece, std::vector<RequestPtr>& into) {
+  piece = piece == 0 ? kMaxMessageBytes : std::min(piece, kMaxMessageBytes);
+  ctx_.stats.fp32Bytes += n * sizeof(float);
+  for (std::size_t offset = 0; offset < bytes; offset += piece) {  // an empty range: no message
+    const std::size_t size = std::min(piece, bytes - offset);
+    ctx_.stats.wireBytes += size;
+    into.push_back(ctx_.transport.isend(peer, data + offset, size, tag));
+  }
+}
+
+std::vector<RequestPtr> Steps::recvPieces(int peer, std::byte* data, std::size_t bytes, int tag,
+                                          std::size_t piece) {
+  piece = piece == 0 ? kMaxMessageBytes : std::min(piece, kMaxMessageBytes);
+  std::vector<RequestPtr> pieces;
+  for (std::size_t offset = 0; offset < bytes; offset += piece)
+    pieces.push_back(ctx_.transport.irecv(peer, data + offset, std::min(piece, bytes - offset), tag));
+  return pieces;
+}
+
+void Steps::waitPieces(std::vector<RequestPtr>& pieces, std::size_t bytes, std::size_t piece) {
+  piece = piece == 0 ? kMaxMessageBytes : std::min(piece, kMaxMessageBytes);
   std::size_t offset = 0;
-  for (RequestPtr& piece : pieces) {
-    waitRecv(*piece, std::min(kMaxMessageBytes, bytes - offset));
-    offset += kMaxMessageBytes;
+  for (RequestPtr& request : pieces) {
+    const std::size_t size = std::min(piece, bytes - offset);
+    waitRecv(*request, size);
+    offset += size;
   }
   pieces.clear();
 }

@@ -36,6 +36,11 @@ class Steps {
                  std::vector<RequestPtr>& into);
   std::vector<RequestPtr> recvRange(int peer, std::byte* data, std::size_t bytes, int tag);
   void waitRange(std::vector<RequestPtr>& pieces, std::size_t bytes);
+  // The same with pieces of at most `piece` bytes (0: one message), for AlgorithmContext::messageBytes.
+  void sendPieces(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag,
+                  std::size_t piece, std::vector<RequestPtr>& into);
+  std::vector<RequestPtr> recvPieces(int peer, std::byte* data, std::size_t bytes, int tag, std::size_t piece);
+  void waitPieces(std::vector<RequestPtr>& pieces, std::size_t bytes, std::size_t piece);
   static constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 26;
 
   // Waits for a receive and checks that exactly `expectedBytes` arrived (else Error(kMismatch)).

@@ -6,8 +6,14 @@
 //     (mod p), onto its own fp32 values (its own contribution is never quantized).
 //   The owner encodes the fp32 sum once and keeps the decoded value (bit-identical results).
 //   allgather: the owner sends that encoding to every peer; each rank decodes every chunk it receives.
-// Segments of a chunk are processed as they arrive, so decoding overlaps the remaining transfers.
-// Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index.
+// Schedule: every reduce-scatter send is posted at once, segment-major (segment k to every owner
+// before segment k+1); each owner sums, encodes and sends a segment as soon as all its pieces are in.
+// Between nodes (AlgorithmContext::messageBytes) every message is at most kInterNodeMessageBytes, so
+// the MPI transport sends it eagerly: a larger message waits for a rendezvous round trip through the
+// links' queues, which cost twoshot 20-30 % against the ring on emulated 1 Gbit/s nodes
+// (docs/algorithms.md, twoshot).
+// Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index (between
+// nodes, per piece of a segment).
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
 #include <span>
@@ -34,8 +40,10 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const std::span<std::byte> reduceStage = ctx.workspace.bytes(1, myBytes * (p - 1));
   const std::span<std::byte> gatherStage = ctx.workspace.bytes(2, layout.totalBytes());
   std::vector<RequestPtr> sends;
-  std::vector<std::vector<RequestPtr>> reduceRecvs(p);
-  std::vector<std::vector<RequestPtr>> gatherRecvs(p);
+  // Per peer and segment: the pieces (messages of at most ctx.messageBytes) of one receive.
+  std::vector<std::vector<std::vector<RequestPtr>>> reduceRecvs(p);
+  std::vector<std::vector<std::vector<RequestPtr>>> gatherRecvs(p);
+  const std::size_t piece = ctx.messageBytes;
 
   auto reduceSlot = [&](int peer) {  // where peer's encoding of chunk r lands
     return reduceStage.data() + myBytes * static_cast<std::size_t>((peer - r - 1 + p) % p);
@@ -43,50 +51,56 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   for (int d = 1; d < p; ++d) {
     const int peer = (r + d) % p;
     for (std::size_t k = 0; k < mine; ++k)
-      reduceRecvs[peer].push_back(steps.recv(
+      reduceRecvs[peer].push_back(steps.recvPieces(
           peer, reduceSlot(peer) + layout.segmentByteOffset(r, k) - layout.chunkByteOffset(r),
-          layout.segmentBytes(r, k), kTagReduceScatter));
+          layout.segmentBytes(r, k), kTagReduceScatter, piece));
     for (std::size_t k = 0; k < layout.segments(peer); ++k)
-      gatherRecvs[peer].push_back(steps.recv(
-          peer, gatherStage.data() + layout.segmentByteOffset(peer, k),
-          layout.segmentBytes(peer, k), kTagAllgather));
+      gatherRecvs[peer].push_back(steps.recvPieces(peer, gatherStage.data() + layout.segmentByteOffset(peer, k),
+                                                   layout.segmentBytes(peer, k), kTagAllgather, piece));
   }
 
-  // Reduce-scatter: send my encoding of every other chunk to its owner, nearest owners first.
-  for (int d = 1; d < p; ++d) {
-    const int owner = (r + d) % p;
-    for (std::size_t k = 0; k < layout.segments(owner); ++k) {
+  // Reduce-scatter: every send is posted at once, segment k of every owner before segment k+1, so each
+  // owner gets its early segments from all peers early and can start the allgather while later
+  // segments still arrive. Posting later (a step ahead of the receives) cost 30-40 % of the rate on
+  // emulated 1 Gbit/s nodes: the transfers then wait on round trips through the links' queues.
+  const std::size_t most = layout.segments(0);  // chunk 0 is the largest
+  for (std::size_t k = 0; k < most; ++k) {
+    for (int d = 1; d < p; ++d) {
+      const int owner = (r + d) % p;
+      if (k >= layout.segments(owner)) continue;
       std::byte* dst = sendStage.data() + layout.segmentByteOffset(owner, k);
       const std::size_t n = layout.segmentCount(owner, k);
       const std::size_t bytes = layout.segmentBytes(owner, k);
-      steps.encode(buf + layout.segmentOffset(owner, k), n, dst, bytes, 0,
-                   layout.segmentOffset(owner, k), count);
-      sends.push_back(steps.send(owner, dst, bytes, n, kTagReduceScatter));
+      steps.encode(buf + layout.segmentOffset(owner, k), n, dst, bytes, 0, layout.segmentOffset(owner, k),
+                   count);
+      steps.sendPieces(owner, dst, bytes, n, kTagReduceScatter, piece, sends);
     }
   }
 
-  // Sum chunk r segment by segment, then encode it once and send it to everyone.
+  // Sum chunk r segment by segment in the fixed order r+1, r+2, ..., then encode it once and send it
+  // to everyone.
   for (std::size_t k = 0; k < mine; ++k) {
     const std::size_t n = layout.segmentCount(r, k);
     const std::size_t bytes = layout.segmentBytes(r, k);
     float* acc = buf + layout.segmentOffset(r, k);
     for (int d = 1; d < p; ++d) {
       const int peer = (r + d) % p;
-      steps.waitRecv(*reduceRecvs[peer][k], bytes);
+      steps.waitPieces(reduceRecvs[peer][k], bytes, piece);
       steps.decodeAdd(reduceSlot(peer) + layout.segmentByteOffset(r, k) - layout.chunkByteOffset(r),
                       bytes, acc, n);
     }
     std::byte* dst = sendStage.data() + layout.segmentByteOffset(r, k);
     steps.encodeKeepDecoded(acc, n, dst, bytes, 0, layout.segmentOffset(r, k), count);
-    for (int d = 1; d < p; ++d) sends.push_back(steps.send((r + d) % p, dst, bytes, n, kTagAllgather));
+    for (int d = 1; d < p; ++d) steps.sendPieces((r + d) % p, dst, bytes, n, kTagAllgather, piece, sends);
   }
 
-  // Allgather: decode every other owner's chunk, in a fixed order.
-  for (int d = p - 1; d >= 1; --d) {
-    const int owner = (r + d) % p;
-    for (std::size_t k = 0; k < layout.segments(owner); ++k) {
+  // Allgather: decode every other owner's chunk, segment by segment.
+  for (std::size_t k = 0; k < most; ++k) {
+    for (int d = p - 1; d >= 1; --d) {
+      const int owner = (r + d) % p;
+      if (k >= layout.segments(owner)) continue;
       const std::size_t bytes = layout.segmentBytes(owner, k);
-      steps.waitRecv(*gatherRecvs[owner][k], bytes);
+      steps.waitPieces(gatherRecvs[owner][k], bytes, piece);
       steps.decode(gatherStage.data() + layout.segmentByteOffset(owner, k), bytes,
                    buf + layout.segmentOffset(owner, k), layout.segmentCount(owner, k));
     }

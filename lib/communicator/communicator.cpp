@@ -85,6 +85,7 @@ struct Communicator::Impl {
   std::shared_ptr<Transport> transport;
   int nodes = 1;
   int maxRanksPerNode = 1;
+  int minRanksPerNode = 1;
   std::size_t segmentCount = detail::kDefaultSegmentCount;
   std::unique_ptr<detail::Hierarchy> hierarchy;
   detail::Workspace workspace;
@@ -99,7 +100,8 @@ struct Communicator::Impl {
       auto h = std::make_unique<detail::Hierarchy>();
       const int r = transport->rank();
       h->intra = transport->split(transport->nodeId(), r);
-      h->leaders = transport->split(h->intra->rank() == 0 ? 0 : 1, r);
+      h->peers = transport->split(h->intra->rank(), r);
+      h->lanes = minRanksPerNode;
       hierarchy = std::move(h);
     }
     return *hierarchy;
@@ -183,6 +185,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   for (std::uint64_t id : ids) ++perNode[id];
   impl_->nodes = static_cast<int>(perNode.size());
   for (const auto& [id, n] : perNode) impl_->maxRanksPerNode = std::max(impl_->maxRanksPerNode, n);
+  impl_->minRanksPerNode = impl_->maxRanksPerNode;
+  for (const auto& [id, n] : perNode) impl_->minRanksPerNode = std::min(impl_->minRanksPerNode, n);
 }
 
 Communicator::~Communicator() {
@@ -398,6 +402,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount,
                                impl_->workspace};
   ctx.timeline = impl_->timeline.get();
+  if (impl_->nodes > 1) ctx.messageBytes = detail::kInterNodeMessageBytes;
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(format, impl_->nodes);

@@ -18,7 +18,7 @@
 
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
-#include "transport/half_convert.hpp"
+#include "codec/half_sum.hpp"
 #include "transport/internal_tags.hpp"
 #include "transport/timeout.hpp"
 
@@ -125,20 +125,12 @@ class MpiRequest final : public Request {
   std::chrono::milliseconds timeout_;
 };
 
-// MPI user ops for the native 16-bit allreduce: add in fp32 (detail::saturatingAdd, as the lossy
-// formats' decodeAdd), round back after every addition.
-void bf16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
+// MPI user ops for the native 16-bit allreduce: inout = in + inout with the codec's 16-bit
+// arithmetic (codec/half_sum.hpp: add in fp32, round back after every addition).
+template <Format kFormat>
+void halfSumOp(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i)
-    b[i] = detail::floatToBf16(detail::saturatingAdd(detail::bf16ToFloat(a[i]), detail::bf16ToFloat(b[i])));
-}
-
-void fp16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i)
-    b[i] = detail::floatToFp16(detail::saturatingAdd(detail::fp16ToFloat(a[i]), detail::fp16ToFloat(b[i])));
+  detail::addHalf(kFormat, static_cast<const std::uint16_t*>(in), b, b, static_cast<std::size_t>(*len));
 }
 
 class MpiTransport final : public Transport {
@@ -217,7 +209,7 @@ class MpiTransport final : public Transport {
     }
     MPI_Op& op = type == NativeType::kBf16 ? bf16Op_ : fp16Op_;
     if (op == MPI_OP_NULL)
-      checkMpi(MPI_Op_create(type == NativeType::kBf16 ? bf16SumOp : fp16SumOp, 1, &op),
+      checkMpi(MPI_Op_create(type == NativeType::kBf16 ? halfSumOp<Format::kBf16> : halfSumOp<Format::kFp16>, 1, &op),
                "MPI_Op_create");
     allreduce(MPI_IN_PLACE, recv, n, MPI_UINT16_T, op, "PMPI_Allreduce(16)");
   }

@@ -8,7 +8,7 @@
 #include "adaprec/error.hpp"
 #include "config/environment_variables.hpp"
 #include "adaprec/transport.hpp"
-#include "transport/half_convert.hpp"
+#include "codec/half_sum.hpp"
 #include "transport/internal_tags.hpp"
 #include "transport/timeout.hpp"
 
@@ -55,15 +55,10 @@ void nativeAdd(NativeType type, void* acc, const void* in, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) a[i] += b[i];
     return;
   }
+  // 16-bit: the codec's arithmetic (codec/half_sum.hpp); the transport only moves the bytes.
   std::uint16_t* a = static_cast<std::uint16_t*>(acc);
-  const std::uint16_t* b = static_cast<const std::uint16_t*>(in);
-  if (type == NativeType::kBf16) {
-    for (std::size_t i = 0; i < count; ++i)
-      a[i] = detail::floatToBf16(detail::saturatingAdd(detail::bf16ToFloat(a[i]), detail::bf16ToFloat(b[i])));
-  } else {
-    for (std::size_t i = 0; i < count; ++i)
-      a[i] = detail::floatToFp16(detail::saturatingAdd(detail::fp16ToFloat(a[i]), detail::fp16ToFloat(b[i])));
-  }
+  detail::addHalf(type == NativeType::kBf16 ? Format::kBf16 : Format::kFp16, a,
+                  static_cast<const std::uint16_t*>(in), a, count);
 }
 
 }  // namespace

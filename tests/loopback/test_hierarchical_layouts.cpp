@@ -1,0 +1,147 @@
+// hierarchical on node layouts the sweep (two ranks per node) does not reach: L = ranks on the
+// smallest node from 1 to 4, fuller nodes with ranks that own no share, counts below L and not
+// divisible by L, and small segments so the block pipeline runs many blocks. Every case: all ranks
+// bit-identical, exact for fp32 on integer inputs, within the bound of the inner algorithm's
+// quantizations among the nodes otherwise; with error feedback, the mean of repeated reductions
+// approaches the exact sum (the residuals of every share are kept and used). Last, ring, twoshot and
+// hierarchical with segments larger than the eager-sized messages they send between nodes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "algorithm/algorithm.hpp"
+#include "engine_check.hpp"
+
+using namespace adaprec;
+using namespace adaprec::test;
+
+namespace {
+
+// Small enough that 65539 elements make dozens of segments per share (4 per pipelined block).
+constexpr std::size_t kSegment = 256;
+
+struct NodeLayout {
+  int ranks;
+  int ranksPerNode;  // node = rank / ranksPerNode; the last node may be smaller
+};
+
+// Runs `repetitions` allreduces of every rank's input (the input restored before each) on one
+// Communicator per rank; returns each rank's mean result.
+std::vector<std::vector<float>> run(const NodeLayout& layout, const std::vector<std::vector<float>>& inputs,
+                                    const AllreduceOptions& opt, int repetitions) {
+  LoopbackGroup group(layout.ranks, layout.ranksPerNode);
+  std::vector<std::vector<float>> outputs(layout.ranks);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.segmentCount = kSegment;
+    Communicator comm(transport, options);
+    std::vector<double> mean(inputs[rank].size(), 0.0);
+    std::vector<float> buf;
+    for (int rep = 0; rep < repetitions; ++rep) {
+      buf = inputs[rank];
+      const AllreduceStats stats = comm.allreduce(buf.data(), buf.size(), opt);
+      if (stats.algorithm != Algorithm::kHierarchical) throw std::runtime_error("not hierarchical");
+      for (std::size_t i = 0; i < buf.size(); ++i) mean[i] += buf[i];
+    }
+    if (repetitions > 1)
+      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(mean[i] / repetitions);
+    outputs[rank] = std::move(buf);
+  });
+  return outputs;
+}
+
+int nodesOf(const NodeLayout& layout) { return (layout.ranks + layout.ranksPerNode - 1) / layout.ranksPerNode; }
+
+}  // namespace
+
+TEST_CASE("hierarchical node layouts", "[hierarchical_layouts]") {
+  // L (ranks on the smallest node) = 2, 3, 4, 2, 1, 2 and nodes = 2, 2, 2, 3, 3, 2.
+  const NodeLayout layouts[] = {{4, 2}, {6, 3}, {8, 4}, {8, 3}, {7, 3}, {6, 4}};
+  const Format formats[] = {Format::kFp32, Format::kBf16, Format::kFp8s, Format::kTable4};
+  int cases = 0;
+  for (const NodeLayout& layout : layouts) {
+    for (Format format : formats) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3},
+                                std::size_t{5}, std::size_t{1001}, std::size_t{65539}}) {
+        INFO("ranks " << layout.ranks << " per node " << layout.ranksPerNode << " format "
+                      << formatName(format) << " count " << count << " seed " << kSeed);
+        const bool integers = isLossless(format);
+        std::vector<std::vector<float>> inputs;
+        for (int r = 0; r < layout.ranks; ++r) inputs.push_back(makeInput(r, count, integers));
+        AllreduceOptions opt;
+        opt.format.format = format;
+        opt.algorithm = Algorithm::kHierarchical;
+        const std::vector<std::vector<float>> outputs = run(layout, inputs, opt, 1);
+        const int q = detail::quantizationsPerValue(Algorithm::kHierarchical, format, layout.ranks,
+                                                    nodesOf(layout));
+        const std::string failure = checkResults(inputs, outputs, format, q, integers, false);
+        INFO(failure);
+        REQUIRE(failure.empty());
+        ++cases;
+      }
+    }
+  }
+  CHECK(cases == 6 * 4 * 7);
+}
+
+TEST_CASE("hierarchical error feedback on every share", "[hierarchical_layouts]") {
+  const std::size_t count = 5003;  // not divisible by L = 2 or 3
+  for (const NodeLayout& layout : {NodeLayout{4, 2}, NodeLayout{6, 3}, NodeLayout{8, 3}}) {
+    INFO("ranks " << layout.ranks << " per node " << layout.ranksPerNode);
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < layout.ranks; ++r) inputs.push_back(makeInput(r, count, false));
+    const InputStats s = inputStats(inputs);
+    auto meanError = [&](bool feedback) {
+      AllreduceOptions opt;
+      opt.format.format = Format::kTable2;
+      opt.format.errorFeedback = feedback;
+      opt.key = "layer0";
+      opt.algorithm = Algorithm::kHierarchical;
+      const std::vector<std::vector<float>> outputs = run(layout, inputs, opt, 16);
+      for (int r = 1; r < layout.ranks; ++r) REQUIRE(outputs[r] == outputs[0]);
+      double e = 0;
+      for (std::size_t i = 0; i < count; ++i) e += std::fabs(outputs[0][i] - s.exact[i]);
+      return e / count;
+    };
+    const double plain = meanError(false);
+    const double feedback = meanError(true);
+    INFO("mean error " << feedback << " with error feedback, " << plain << " without");
+    CHECK(plain > 0);
+    CHECK(feedback < 0.35 * plain);
+  }
+}
+
+// Between nodes ring and twoshot cut every segment into messages of at most kInterNodeMessageBytes:
+// with the default segment (262144 elements) these counts make segments of 32770 .. 100002 fp32
+// values, i.e. several pieces per segment for every format here, and pieces of unequal size.
+TEST_CASE("ring and twoshot between nodes send segments in pieces", "[hierarchical_layouts]") {
+  static_assert(detail::kInterNodeMessageBytes < 4 * 32770);
+  const Format formats[] = {Format::kFp32, Format::kBf16, Format::kTable4};
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kHierarchical}) {
+    for (Format format : formats) {
+      for (std::size_t count : {std::size_t{131080}, std::size_t{400009}}) {
+        INFO(algorithmName(algorithm) << " " << formatName(format) << " count " << count);
+        const NodeLayout layout{4, 2};
+        const bool integers = isLossless(format);
+        std::vector<std::vector<float>> inputs;
+        for (int r = 0; r < layout.ranks; ++r) inputs.push_back(makeInput(r, count, integers));
+        std::vector<std::vector<float>> outputs(layout.ranks);
+        LoopbackGroup group(layout.ranks, layout.ranksPerNode);
+        runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+          Communicator comm(transport);  // default segment size
+          outputs[rank] = inputs[rank];
+          AllreduceOptions opt;
+          opt.format.format = format;
+          opt.algorithm = algorithm;
+          comm.allreduce(outputs[rank].data(), count, opt);
+        });
+        const int q = detail::quantizationsPerValue(algorithm, format, layout.ranks, nodesOf(layout));
+        const std::string failure = checkResults(inputs, outputs, format, q, integers, false);
+        INFO(failure);
+        REQUIRE(failure.empty());
+      }
+    }
+  }
+}
