@@ -129,7 +129,9 @@ class Decision(ctypes.Structure):
 
 def _controller_library_path():
     directory = os.path.dirname(os.path.realpath(lib._name)) if os.path.sep in lib._name else ""
+    # .so.0 after meson install, unversioned inside a pip-installed package, controller/ in a build tree.
     for candidate in (os.path.join(directory, "libadaprec_controller.so.0"),
+                      os.path.join(directory, "libadaprec_controller.so"),
                       os.path.join(directory, "controller", "libadaprec_controller.so.0")):
         if directory and os.path.exists(candidate):
             return candidate

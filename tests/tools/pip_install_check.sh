@@ -70,6 +70,8 @@ library = _capi.lib._name
 assert package.startswith(venv + "/"), f"adaprec imported from {package}, not from the venv {venv}"
 assert os.path.dirname(os.path.abspath(library)) == package, f"libadaprec loaded from {library}, not {package}"
 ctypes.CDLL(_install_paths.PRELOAD_LIBRARY)  # the preload library finds libadaprec beside it
+controller = _capi.controller_lib()  # libadaprec_controller (and the predictor it needs) inside the package
+assert os.path.dirname(os.path.abspath(controller._name)) == package, f"controller from {controller._name}"
 rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
 for fmt in ("fp32", "bf16"):
     grad = np.full(100_000, rank + 1, dtype=np.float32)
