@@ -55,6 +55,7 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
   // --model: the library's cost model, calibrated as auto calibrates (the same probe, or the file
   // ADAPREC_CALIBRATION names), with the codec of every format the rows use.
   std::optional<detail::Calibration> model;
+  double probeSeconds = 0;
   if (options.model) {
     detail::RankLayout layout;
     std::map<int, int> nodeIndex;
@@ -63,6 +64,7 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     detail::AutoSelector selector(std::move(layout), {environment.maxQuantizations, environment.calibrationPath, false});
     for (Format format : modelFormats(options)) selector.ensureCalibration(comm.transport(), format);
     model = selector.calibration();
+    probeSeconds = ranks.maxOverRanks(selector.probeSeconds());
   }
   const bool root = ranks.rank() == 0;
   if (root) {
@@ -73,8 +75,9 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     std::printf("# time: median over iterations of the max over ranks; speedup: %s time / row time\n",
                 baseline.name.c_str());
     if (model)
-      std::printf("# cost model (lib/algorithm/cost_model.hpp, as auto calibrates it):\n%s",
-                  detail::describeCalibration(*model, "#   ").c_str());
+      std::printf("# cost model (lib/algorithm/cost_model.hpp, as auto calibrates it; link probe %.0f ms, 0: loaded "
+                  "from ADAPREC_CALIBRATION):\n%s",
+                  probeSeconds * 1e3, detail::describeCalibration(*model, "#   ").c_str());
     printLine(tableHeader(options.model));
   }
   SweepContext context{options, comm, ranks, std::move(baseline), comm.transport().kind(), model ? &*model : nullptr, nullptr, nullptr};

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
@@ -127,7 +128,7 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
   // native sends fp32 under auto whatever the format: no quantization.
   choice.candidates.push_back({Algorithm::kNative, predictSeconds(calibration, Algorithm::kNative, format, count), 0,
                                true});
-  double best = choice.candidates.front().seconds * kAutoNativeMargin;
+  double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm algorithm : allAlgorithms()) {
     if (algorithm == Algorithm::kAuto || algorithm == Algorithm::kNative) continue;
     // hierarchical only differs from its inner algorithm with several nodes of several ranks.
@@ -138,10 +139,15 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
     c.withinBudget = c.quantizations <= maxQuantizations;
     c.seconds = predictSeconds(calibration, algorithm, format, count);
     choice.candidates.push_back(c);
-    if (c.withinBudget && c.seconds < best) {  // strict: ties keep the earlier (table order)
-      best = c.seconds;
-      choice.algorithm = algorithm;
-    }
+    if (c.withinBudget) fastest = std::min(fastest, c.seconds);
+  }
+  // Near-ties go to the earlier algorithm of the table (ring before rabenseifner: the model does not
+  // see ring's pipelining of codec and transfer, only rabenseifner's fewer latencies).
+  const double native = choice.candidates.front().seconds;
+  for (const AutoCandidate& c : choice.candidates) {
+    if (c.algorithm == Algorithm::kNative || !c.withinBudget || c.seconds > fastest * kAutoTieMargin) continue;
+    if (c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
+    break;
   }
   return choice;
 }

@@ -104,8 +104,9 @@ struct AutoChoice {
 };
 // The model part: among native (fp32) and every engine algorithm whose quantizations per value in
 // `format` are at most maxQuantizations (any for a lossless format), the one with the least predicted
-// time; an engine algorithm must beat native's prediction by kAutoNativeMargin. A pure function of
-// its arguments: ranks that hold the same (agreed) calibration choose the same.
+// time (near-ties, kAutoTieMargin, to the earlier in the table); an engine algorithm must beat
+// native's prediction by kAutoNativeMargin. A pure function of its arguments: ranks that hold the
+// same (agreed) calibration choose the same.
 AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
                            int maxQuantizations);
 // What hierarchical's inner allreduce (among the ranks with the same local rank) runs among `nodes`
@@ -123,6 +124,9 @@ inline constexpr std::size_t kAutoSharedModelMinBytes = std::size_t{64} << 20;
 // An engine algorithm replaces native only when predicted at most this fraction of native's time:
 // the model is optimistic for the compressed algorithms (docs/benchmarks.md), native is the safe side.
 inline constexpr double kAutoNativeMargin = 0.9;
+// Engine algorithms predicted within this factor of the fastest count as tied: the earliest in the
+// algorithm table is taken.
+inline constexpr double kAutoTieMargin = 1.05;
 
 // Message tags of the algorithms (all < kMaxAlgorithmTag).
 inline constexpr int kTagReduceScatter = 1;

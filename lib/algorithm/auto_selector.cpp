@@ -100,6 +100,7 @@ void AutoSelector::loadOrProbe(Transport& transport) {
   }
   calibration_ = agreeCalibration(transport, measureCalibration(transport, layout_, expected));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  probeSeconds_ = seconds;
   if (settings_.debug && rank0)
     std::fprintf(stderr, "adaprec: auto: calibration probe took %s (rank 0)\n%s", secondsText(seconds).c_str(),
                  describeCalibration(*calibration_, "adaprec:   ").c_str());

@@ -36,6 +36,8 @@ class AutoSelector {
   const Calibration& ensureCalibration(Transport& transport, Format format);
   const AutoSettings& settings() const { return settings_; }
   CalibrationTopology topology() const;
+  // Seconds this rank spent in the last link probe (0 when loaded from the file or not yet run).
+  double probeSeconds() const { return probeSeconds_; }
 
  private:
   void loadOrProbe(Transport& transport);
@@ -45,7 +47,8 @@ class AutoSelector {
   RankLayout layout_;
   AutoSettings settings_;
   std::optional<Calibration> calibration_;
-  std::set<std::pair<Format, int>> reported_;  // (format, size class) already printed
+  std::set<std::pair<Format, int>> reported_;
+  double probeSeconds_ = 0;  // (format, size class) already printed
 };
 
 }  // namespace adaprec::detail

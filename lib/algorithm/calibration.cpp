@@ -20,13 +20,15 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kSmallBytes = 8;
 constexpr int kSmallReps = 20;
 constexpr int kLargeReps = 3;  // + one untimed warm-up (opens connections, faults pages in)
-// Large messages: past the tbf burst (~128 KiB at 1 Gbit/s); on one node, past the caches.
-constexpr std::size_t kLinkBytesNetwork = std::size_t{1} << 20;
+// Large messages: past the tbf burst (~128 KiB at 1 Gbit/s) and past TCP's slow start after the idle
+// barrier (1 MiB measured 0.040 GB/s per rank on 4 emulated nodes at 1 Gbit/s where an allreduce's
+// streams got 0.073); on one node, past the caches.
+constexpr std::size_t kLinkBytesNetwork = std::size_t{4} << 20;
 constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
 // The native curve's probe sizes (fp32 bytes). On one node the model only decides from 64 MiB up
 // (kAutoSharedModelMinBytes), so its probes are out of cache; between nodes they span the model's
-// range from kAutoModelMinBytes and are extrapolated in proportion above 2 MiB.
-constexpr std::size_t kNativeNetwork[] = {std::size_t{256} << 10, std::size_t{2} << 20};
+// range, and are extrapolated along their slope above 4 MiB.
+constexpr std::size_t kNativeNetwork[] = {std::size_t{1} << 20, std::size_t{4} << 20};
 constexpr std::size_t kNativeShared[] = {std::size_t{4} << 20, std::size_t{16} << 20};
 constexpr std::size_t kCodecCount = std::size_t{1} << 18;
 constexpr int kCodecReps = 3;
@@ -159,8 +161,9 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
   }
   const int nodes = layout.nodes();
   const std::size_t linkBytes = nodes > 1 ? kLinkBytesNetwork : kLinkBytesShared;
-  if (intraPeer >= 0) c.intra = pingPong(transport, intraPeer, linkBytes);
-  if (interPeer >= 0) c.inter = pingPong(transport, interPeer, linkBytes);
+  // The inter-node ping-pong's bandwidth is only reported (flat algorithms use the loaded one): 1 MiB.
+  if (intraPeer >= 0) c.intra = pingPong(transport, intraPeer, kLinkBytesShared);
+  if (interPeer >= 0) c.inter = pingPong(transport, interPeer, std::size_t{1} << 20);
   // Every rank knows the layout, so every rank takes the same branches above and below.
   if (intraPeer < 0) c.intra = c.inter;
   if (interPeer < 0) c.inter = c.intra;

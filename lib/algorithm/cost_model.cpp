@@ -32,7 +32,8 @@ double linkSeconds(const AlgorithmWork& w, double alphaSeconds, double bytesPerS
 }
 
 // The measured native curve at `bytes`: linear between probe sizes, the smallest probe's time below
-// them, and proportional to the size above the largest (bandwidth-bound there).
+// them, and along the last two points' slope above the largest (proportional to the size when that
+// slope is not positive: noise).
 double nativeSeconds(const Calibration& calibration, double bytes) {
   const auto& points = calibration.native;
   ADAPREC_CHECK(!points.empty(), ErrorCode::kInternal, "the cost model has no native measurement");
@@ -42,7 +43,13 @@ double nativeSeconds(const Calibration& calibration, double bytes) {
     const auto& [b1, t1] = points[i];
     if (bytes <= b1) return t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
   }
-  return points.back().second * bytes / points.back().first;
+  const auto& [b1, t1] = points.back();
+  double slope = t1 / b1;
+  if (points.size() > 1) {
+    const auto& [b0, t0] = points[points.size() - 2];
+    if (t1 > t0) slope = (t1 - t0) / (b1 - b0);
+  }
+  return t1 + (bytes - b1) * slope;
 }
 
 std::string exact(double v) {
