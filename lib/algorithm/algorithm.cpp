@@ -114,10 +114,10 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 }
 
 // The auto rule; docs/algorithms.md explains the reasons.
-std::optional<Algorithm> autoGuard(std::size_t count, int ranks, int nodes) {
+std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes) {
   const std::size_t bytes = count * sizeof(float);
   if (ranks == 1 || bytes < kAutoModelMinBytes) return Algorithm::kNative;
-  if (nodes == 1 && bytes < kAutoSharedModelMinBytes) return Algorithm::kNative;
+  if (nodes == 1 && (bytes < kAutoSharedModelMinBytes || isLossless(format))) return Algorithm::kNative;
   return std::nullopt;
 }
 
@@ -146,7 +146,9 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
   const double native = choice.candidates.front().seconds;
   for (const AutoCandidate& c : choice.candidates) {
     if (c.algorithm == Algorithm::kNative || !c.withinBudget || c.seconds > fastest * kAutoTieMargin) continue;
-    if (c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
+    // One node: the native curve, probed at 16 MiB, does not extrapolate (measured 2-5x slower at
+    // 256 MiB than its slope says), while compression was measured to pay from 64 MiB (the guard).
+    if (t.nodes == 1 || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
     break;
   }
   return choice;

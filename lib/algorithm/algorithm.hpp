@@ -88,9 +88,9 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 bool nativeSupports(Format format);
 
 // The auto rule (docs/algorithms.md, "auto"), in two parts. autoGuard: the cases decided without the
-// cost model (one rank; small messages; one shared-memory node below kAutoSharedModelMinBytes), where
-// it returns native. ranks = communicator size, nodes = distinct node ids.
-std::optional<Algorithm> autoGuard(std::size_t count, int ranks, int nodes);
+// cost model (one rank; small messages; one shared-memory node below kAutoSharedModelMinBytes or in
+// fp32), where it returns native. ranks = communicator size, nodes = distinct node ids.
+std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes);
 // One algorithm auto weighed: its predicted time and quantizations per value (0 when sent lossless).
 struct AutoCandidate {
   Algorithm algorithm = Algorithm::kNative;
@@ -105,8 +105,9 @@ struct AutoChoice {
 // The model part: among native (fp32) and every engine algorithm whose quantizations per value in
 // `format` are at most maxQuantizations (any for a lossless format), the one with the least predicted
 // time (near-ties, kAutoTieMargin, to the earlier in the table); an engine algorithm must beat
-// native's prediction by kAutoNativeMargin. A pure function of its arguments: ranks that hold the
-// same (agreed) calibration choose the same.
+// native's prediction by kAutoNativeMargin (on one node, past the guard, compression always
+// pays: there the model only picks the algorithm). A pure function of its arguments: ranks that hold
+// the same (agreed) calibration choose the same.
 AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
                            int maxQuantizations);
 // What hierarchical's inner allreduce (among the ranks with the same local rank) runs among `nodes`
@@ -119,7 +120,9 @@ inline constexpr int kTwoShotMaxRanks = 8;
 inline constexpr std::size_t kAutoModelMinBytes = std::size_t{256} << 10;
 // The same guard when all ranks share one node: the model is not reliable on shared memory (every
 // term is CPU- and cache-bound; docs/benchmarks.md, "Cost model"), and measured, native was never
-// beaten by more than noise below 64 MiB on 4 ranks. Above it the model decides.
+// beaten by more than noise below 64 MiB on 4 ranks, while compressing paid from 64 MiB on. So on one
+// node auto keeps the measured rule: native below, a compressed algorithm (the model picks which,
+// within the budget) from 64 MiB; fp32 always native.
 inline constexpr std::size_t kAutoSharedModelMinBytes = std::size_t{64} << 20;
 // An engine algorithm replaces native only when predicted at most this fraction of native's time:
 // the model is optimistic for the compressed algorithms (docs/benchmarks.md), native is the safe side.

@@ -47,7 +47,7 @@ CalibrationTopology AutoSelector::topology() const {
 }
 
 Algorithm AutoSelector::choose(Transport& transport, Format format, std::size_t count) {
-  if (const std::optional<Algorithm> guarded = autoGuard(count, transport.size(), layout_.nodes())) {
+  if (const std::optional<Algorithm> guarded = autoGuard(format, count, transport.size(), layout_.nodes())) {
     report(transport, format, count, nullptr);
     return *guarded;
   }
@@ -136,7 +136,7 @@ void AutoSelector::report(Transport& transport, Format format, std::size_t count
   if (choice == nullptr) {
     line << "native fp32 (guard: " << (transport.size() == 1 ? "one rank"
                                        : bytes < kAutoModelMinBytes ? "below 256 KiB"
-                                                                    : "one node, below 64 MiB")
+                                                                    : "one node, below 64 MiB or fp32")
          << "; model not consulted)";
   } else {
     for (const AutoCandidate& c : choice->candidates) {

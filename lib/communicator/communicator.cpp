@@ -362,7 +362,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   bool agreed = options.checkEveryPath;
   Algorithm algorithm = options.algorithm;
   if (algorithm == Algorithm::kAuto) {
-    if (!agreed && !detail::autoGuard(count, size(), impl_->nodes)) {
+    if (!agreed && !detail::autoGuard(format, count, size(), impl_->nodes)) {
       impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
                             options.average, options.format.errorFeedback);
       agreed = true;

@@ -59,6 +59,11 @@ TEST_CASE("on a fast link with a slow codec auto stays native", "[cost_model]") 
     CHECK(chooseAlgorithm(c, format, std::size_t{4} << 20, 2).algorithm == Algorithm::kNative);
 }
 
+TEST_CASE("on one node the model picks the compressed algorithm, never native", "[cost_model]") {
+  const Calibration c = synthetic(1, 4, 0, 5e-9);  // a slow codec: native would win between nodes
+  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{16} << 20, 2).algorithm == Algorithm::kTwoShot);
+}
+
 TEST_CASE("no lossy choice exceeds the error budget", "[cost_model]") {
   int checked = 0;
   for (const auto& [nodes, perNode] : {std::pair{2, 1}, std::pair{3, 1}, std::pair{4, 1}, std::pair{5, 1},
