@@ -30,6 +30,7 @@ constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
 // range, and are extrapolated along their slope above 4 MiB.
 constexpr std::size_t kNativeNetwork[] = {std::size_t{1} << 20, std::size_t{4} << 20};
 constexpr std::size_t kNativeShared[] = {std::size_t{4} << 20, std::size_t{16} << 20};
+constexpr int kNativeReps = 2;
 constexpr std::size_t kCodecCount = std::size_t{1} << 18;
 constexpr int kCodecReps = 3;
 
@@ -200,13 +201,16 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
   const std::span<const std::size_t> sizes =
       nodes > 1 ? std::span<const std::size_t>(kNativeNetwork) : std::span<const std::size_t>(kNativeShared);
   std::vector<float> buffer = gradientLike(sizes.back() / sizeof(float), me);
+  // One warm-up before the smallest size only, then kNativeReps timed calls per size (of the larger
+  // two, the median; the native calls are most of the probe's time between nodes).
   for (std::size_t bytes : sizes) {
     std::vector<double> times;
-    for (int rep = 0; rep <= kLargeReps; ++rep) {
+    const int warm = bytes == sizes.front() ? 1 : 0;
+    for (int rep = 0; rep < warm + kNativeReps; ++rep) {
       barrier(transport);
       const auto start = Clock::now();
       transport.nativeAllreduce(buffer.data(), bytes / sizeof(float), NativeType::kFp32);
-      if (rep > 0) times.push_back(seconds(start));
+      if (rep >= warm) times.push_back(seconds(start));
       std::fill_n(buffer.begin(), bytes / sizeof(float), 1e-3f);  // keep sums finite
     }
     c.native.emplace_back(static_cast<double>(bytes), median(times));
