@@ -100,8 +100,18 @@ double predictSeconds(const Calibration& calibration, Algorithm algorithm, Forma
   if (algorithm == Algorithm::kNative) return nativeSeconds(calibration, 4 * n);
   const double flatAlpha = t.nodes > 1 ? calibration.inter.alphaSeconds : calibration.intra.alphaSeconds;
   if (algorithm != Algorithm::kHierarchical) {
-    const AlgorithmWork w = algorithmWork(algorithm, format, count, t.ranks);
-    return linkSeconds(w, flatAlpha, calibration.loaded.bytesPerSecond) + codecSeconds(w, codecOf(calibration, format));
+    AlgorithmWork w = algorithmWork(algorithm, format, count, t.ranks);
+    const CodecCost& k = codecOf(calibration, format);
+    // With L > 1 ranks per node only part of a flat algorithm's bytes cross nodes, and the loaded
+    // bandwidth was measured with L streams sharing each node's link: ring's one crossing stream
+    // per node and step gets the whole link (L x loaded); the others send (p-L)/(p-1) of their bytes
+    // across, the rest over shared memory in parallel. Both factors are 1 with one rank per node.
+    if (t.nodes > 1 && t.ranksPerNode > 1) {
+      const double l = t.ranksPerNode;
+      const double p = t.ranks;
+      w.sentBytes *= algorithm == Algorithm::kRing ? 1.0 / l : (p - l) / (p - 1);
+    }
+    return linkSeconds(w, flatAlpha, calibration.loaded.bytesPerSecond) + codecSeconds(w, k);
   }
   const int local = std::max(1, t.ranksPerNode);
   const double l = local;

@@ -88,13 +88,13 @@ TEST_CASE("no lossy choice exceeds the error budget", "[cost_model]") {
 }
 
 TEST_CASE("hierarchical is modelled as reduce-scatter, inner allreduce on a share, allgather", "[cost_model]") {
-  // 2 nodes x 2 ranks, slow between nodes: each rank sends its half's inner exchange across, a third
-  // of what a flat twoshot over 4 ranks sends across.
+  // 2 nodes x 2 ranks, slow between nodes: each rank sends its half's inner exchange across (E(n)/2),
+  // half of what a flat twoshot over 4 ranks sends across (2/3 of 1.5 E(n)).
   const Calibration c = synthetic(2, 2, 125e6, 0.1e-9);
   const std::size_t count = std::size_t{16} << 20;
   const double hier = predictSeconds(c, Algorithm::kHierarchical, Format::kBf16, count);
   const double flat = predictSeconds(c, Algorithm::kTwoShot, Format::kBf16, count);
-  CHECK(hier < 0.5 * flat);
+  CHECK(hier < 0.75 * flat);
   CHECK(chooseAlgorithm(c, Format::kBf16, count, 2).algorithm == Algorithm::kHierarchical);
 }
 
