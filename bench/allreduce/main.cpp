@@ -12,16 +12,18 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
+#include "algorithm/auto_selector.hpp"
 #include "bench_options.hpp"
 #include "bench_row.hpp"
-#include "cost_model.hpp"
 #include "rank_collectives.hpp"
 #include "sweep.hpp"
 
@@ -50,8 +52,20 @@ void printLine(const std::string& line) {
 void benchRank(const BenchOptions& options, Communicator& comm, Baseline baseline) {
   RankCollectives ranks(comm.transport());
   const int nodes = ranks.nodeCount();
-  std::unique_ptr<CostModel> model;
-  if (options.model) model = std::make_unique<CostModel>(CostModel::measure(comm.transport(), ranks, modelFormats(options)));
+  // --model: the library's cost model, calibrated as auto calibrates (the same probe, or the file
+  // ADAPREC_CALIBRATION names), with the codec of every format the rows use.
+  std::optional<detail::Calibration> model;
+  double probeSeconds = 0;
+  if (options.model) {
+    detail::RankLayout layout;
+    std::map<int, int> nodeIndex;
+    for (int id : ranks.nodeIds()) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
+    const CommunicatorOptions environment = CommunicatorOptions::fromEnvironment();
+    detail::AutoSelector selector(std::move(layout), {environment.maxQuantizations, environment.calibrationPath, false});
+    for (Format format : modelFormats(options)) selector.ensureCalibration(comm.transport(), format);
+    model = selector.calibration();
+    probeSeconds = ranks.maxOverRanks(selector.probeSeconds());
+  }
   const bool root = ranks.rank() == 0;
   if (root) {
     std::printf("# adaprec-bench: transport %s, %d rank(s) on %d node(s), %d timed + %d warm-up iteration(s), "
@@ -60,10 +74,13 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
                 options.check ? "on" : "off", static_cast<unsigned long long>(options.seed));
     std::printf("# time: median over iterations of the max over ranks; speedup: %s time / row time\n",
                 baseline.name.c_str());
-    if (model) std::printf("%s", model->describe().c_str());
+    if (model)
+      std::printf("# cost model (lib/algorithm/cost_model.hpp, as auto calibrates it; link probe %.0f ms, 0: loaded "
+                  "from ADAPREC_CALIBRATION):\n%s",
+                  probeSeconds * 1e3, detail::describeCalibration(*model, "#   ").c_str());
     printLine(tableHeader(options.model));
   }
-  SweepContext context{options, comm, ranks, std::move(baseline), comm.transport().kind(), model.get(), nullptr, nullptr};
+  SweepContext context{options, comm, ranks, std::move(baseline), comm.transport().kind(), model ? &*model : nullptr, nullptr, nullptr};
   context.onRow = [&](const BenchRow& row) { printLine(tableLine(row, options.model)); };
   context.onNote = [](const std::string& note) { printLine("# " + note); };
   const std::vector<BenchRow> rows = runSweep(context);

@@ -96,7 +96,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     fillCheck(context, native, data, buffers, Format::kFp32, false);
     // One rank moves nothing between ranks: the model has no link to predict with.
     const bool predict = context.model != nullptr && p > 1;
-    if (predict) native.predictedUs = context.model->predictSeconds(Algorithm::kNative, Format::kFp32, count) * 1e6;
+    if (predict) native.predictedUs = detail::predictSeconds(*context.model, Algorithm::kNative, Format::kFp32, count) * 1e6;
     emit(context, rows, std::move(native));
 
     for (const FormatSpec& spec : options.formats) {
@@ -144,7 +144,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         fillTiming(row, seconds, wireBytes, baselineSeconds);
         row.ratio = wireBytes > 0 ? fp32Bytes / wireBytes : 1.0;
         fillCheck(context, row, data, buffers, stats.format, spec.errorFeedback);
-        if (predict) row.predictedUs = context.model->predictSeconds(stats.algorithm, stats.format, count) * 1e6;
+        if (predict) row.predictedUs = detail::predictSeconds(*context.model, stats.algorithm, stats.format, count) * 1e6;
         emit(context, rows, std::move(row));
       }
     }

@@ -13,7 +13,7 @@
 #include "adaprec/communicator.hpp"
 #include "bench_options.hpp"
 #include "bench_row.hpp"
-#include "cost_model.hpp"
+#include "algorithm/cost_model.hpp"
 #include "rank_collectives.hpp"
 
 namespace adaprec::bench {
@@ -30,7 +30,7 @@ struct SweepContext {
   RankCollectives& ranks;
   Baseline baseline;
   std::string transportName;
-  const CostModel* model = nullptr;                  // --model
+  const detail::Calibration* model = nullptr;        // --model: the library's cost model (auto's)
   std::function<void(const BenchRow&)> onRow;        // called on rank 0 as soon as a row is done
   std::function<void(const std::string&)> onNote;    // rank 0: skipped combinations and the like
 };

@@ -33,7 +33,7 @@ namespace adaprec {
 // Allreduce algorithms; names follow Open MPI's coll/base where one exists. docs/algorithms.md gives
 // each one's steps, bytes per rank and number of quantizations per value.
 enum class Algorithm : std::uint8_t {
-  kAuto = 0,               // chosen by size, rank count and format (resolveAlgorithm)
+  kAuto = 0,               // chosen by the cost model within an error budget (resolveAlgorithm)
   kNative = 1,             // the transport's own uncompressed allreduce (MPI_Allreduce); fp32/bf16/fp16
   kRing = 2,               // ring reduce-scatter + ring allgather
   kTwoShot = 3,            // direct reduce-scatter + direct allgather: at most 2 quantizations per value
@@ -60,6 +60,8 @@ inline constexpr const char* kEnvStats = "ADAPREC_STATS";          // 1: print t
 inline constexpr const char* kEnvRanksPerNode = "ADAPREC_RANKS_PER_NODE";  // emulate nodes
 inline constexpr std::size_t kDefaultMinBytes = 65536;
 inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;  // 1 MiB of fp32
+// auto's default error budget: at most this many quantizations per value for lossy formats.
+inline constexpr int kDefaultMaxQuantizations = 2;
 
 // What a Communicator is built with. Every rank must pass the same segmentCount and checksum (the
 // constructor checks, and refuses a mismatch with Error(kMismatch) on every rank); timeoutSeconds may
@@ -77,8 +79,19 @@ struct CommunicatorOptions {
   // Non-empty: write a timeline of every allreduce (Chrome Trace Event Format, docs/timeline.md) to
   // timelinePath + ".rank<N>.json", N = this communicator's rank. May differ per rank. Empty: off.
   std::string timelinePath;
+  // auto's error budget: for lossy formats it only picks algorithms that quantize each value at most
+  // this many times (docs/algorithms.md, column Q); lossless fp32 may use any. Every rank must pass
+  // the same value (checked like segmentCount). 1 .. 64.
+  int maxQuantizations = kDefaultMaxQuantizations;
+  // Non-empty: auto's calibration is loaded from this file when it holds one for this topology, else
+  // probed and written there (docs/algorithms.md, "Calibration"). May differ per rank.
+  std::string calibrationPath;
+  // Rank 0 prints auto's calibration and each choice with its predicted times to stderr, once per
+  // format and size class.
+  bool debug = false;
 
-  // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT, ADAPREC_TIMELINE; unset or empty keeps the default, an
+  // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT, ADAPREC_TIMELINE, ADAPREC_MAX_QUANTIZATIONS,
+  // ADAPREC_CALIBRATION, ADAPREC_DEBUG; unset or empty keeps the default, an
   // invalid value throws Error(kInvalidArgument) with one line naming the variable and valid values.
   static CommunicatorOptions fromEnvironment();
 };
@@ -180,7 +193,8 @@ class Communicator {
                            const AllreduceOptions& options = {});
 
   // What kAuto runs for this format and count on this communicator (identical on every rank); a
-  // non-auto request is returned unchanged. See docs/algorithms.md for the rule.
+  // non-auto request is returned unchanged. See docs/algorithms.md for the rule. Collective the first
+  // time it consults the cost model for a format (the calibration probe): call it on every rank.
   Algorithm resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const;
 
   // Collective. For each layer size, times an allreduce of that many elements in every candidate

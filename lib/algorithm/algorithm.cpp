@@ -1,9 +1,13 @@
-// Algorithm names, dispatch, error-feedback slots, the auto rule and each algorithm's number of
-// quantizations per value (declared in error_model.hpp).
+// Algorithm names, dispatch, error-feedback slots, the auto rule, each algorithm's number of
+// quantizations per value (declared in error_model.hpp) and its per-rank work for the cost model
+// (declared in cost_model.hpp).
 #include "algorithm/algorithm.hpp"
 
 #include <array>
+#include <cmath>
+#include <limits>
 
+#include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/error_model.hpp"
 #include "transport/timeout.hpp"
@@ -110,16 +114,44 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 }
 
 // The auto rule; docs/algorithms.md explains the reasons.
-Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes,
-                          int maxRanksPerNode) {
-  if (ranks == 1 || format == Format::kFp32) return Algorithm::kNative;
-  if (count * sizeof(float) < kAutoCompressMinBytes) return Algorithm::kNative;
-  // One shared-memory domain: moving a byte costs about what encoding it does, so compression only
-  // pays for very large messages (measured: docs/algorithms.md, "Measured").
-  if (nodes == 1 && count * sizeof(float) < kAutoCompressSharedMinBytes) return Algorithm::kNative;
-  if (nodes > 1 && maxRanksPerNode > 1) return Algorithm::kHierarchical;
-  if (ranks <= kTwoShotMaxRanks) return Algorithm::kTwoShot;
-  return Algorithm::kRabenseifner;
+std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes) {
+  const std::size_t bytes = count * sizeof(float);
+  if (ranks == 1 || bytes < kAutoModelMinBytes) return Algorithm::kNative;
+  if (nodes == 1 && (bytes < kAutoSharedModelMinBytes || isLossless(format))) return Algorithm::kNative;
+  return std::nullopt;
+}
+
+AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
+                           int maxQuantizations) {
+  const CalibrationTopology& t = calibration.topology;
+  AutoChoice choice;
+  // native sends fp32 under auto whatever the format: no quantization.
+  choice.candidates.push_back({Algorithm::kNative, predictSeconds(calibration, Algorithm::kNative, format, count), 0,
+                               true});
+  double fastest = std::numeric_limits<double>::infinity();
+  for (Algorithm algorithm : allAlgorithms()) {
+    if (algorithm == Algorithm::kAuto || algorithm == Algorithm::kNative) continue;
+    // hierarchical only differs from its inner algorithm with several nodes of several ranks.
+    if (algorithm == Algorithm::kHierarchical && (t.nodes == 1 || t.ranksPerNode == 1)) continue;
+    AutoCandidate c;
+    c.algorithm = algorithm;
+    c.quantizations = isLossless(format) ? 0 : quantizationsPerValue(algorithm, format, t.ranks, t.nodes);
+    c.withinBudget = c.quantizations <= maxQuantizations;
+    c.seconds = predictSeconds(calibration, algorithm, format, count);
+    choice.candidates.push_back(c);
+    if (c.withinBudget) fastest = std::min(fastest, c.seconds);
+  }
+  // Near-ties go to the earlier algorithm of the table (ring before rabenseifner: the model does not
+  // see ring's pipelining of codec and transfer, only rabenseifner's fewer latencies).
+  const double native = choice.candidates.front().seconds;
+  for (const AutoCandidate& c : choice.candidates) {
+    if (c.algorithm == Algorithm::kNative || !c.withinBudget || c.seconds > fastest * kAutoTieMargin) continue;
+    // One node: the native curve, probed at 16 MiB, does not extrapolate (measured 2-5x slower at
+    // 256 MiB than its slope says), while compression was measured to pay from 64 MiB (the guard).
+    if (t.nodes == 1 || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
+    break;
+  }
+  return choice;
 }
 
 Algorithm hierarchicalInnerAlgorithm(Format format, int nodes) {
@@ -161,6 +193,58 @@ int quantizationsPerValue(Algorithm algorithm, Format wire, int ranks, int nodes
   }
   ADAPREC_FAIL(ErrorCode::kInvalidArgument,
                "quantizationsPerValue needs a concrete algorithm, got " << algorithmName(algorithm));
+}
+
+// Per-rank work of each flat algorithm (the model's steps / bytes / codec calls), from the same header
+// comments as Q above. c = ceil(n / p) elements per chunk, E(m) = encodedBytes(format, m), q = largest
+// power of two <= p, L = log2 q; "pre/post" is the p != q step of rabenseifner and recursive_doubling.
+//   ring      2(p-1) steps, 2(p-1) E(c) bytes; encode p c, decodeAdd (p-1) c, decode p c
+//   twoshot   the same work (p-1 messages at once per phase; one latency each is charged)
+//   rabenseif 2L steps, 2(q-1) E(n/q) (+E(n) pre/post) bytes; codec as ring over q chunks
+//   rec.doubl L steps, L E(n) (+E(n)) bytes; encode L n, decode 2 L n (mine and theirs)
+//   native    as ring in fp32 (a decodeAdd of fp32 is an add)
+AlgorithmWork algorithmWork(Algorithm algorithm, Format format, std::size_t count, int ranks) {
+  AlgorithmWork w;
+  if (ranks <= 1 || count == 0) return w;
+  const double p = ranks;
+  const int log2q = floorLog2(ranks);
+  const double q = static_cast<double>(1 << log2q);
+  const bool prePost = (1 << log2q) != ranks;
+  const double n = static_cast<double>(count);
+  auto bytesOf = [&](double elements) {
+    return static_cast<double>(encodedBytes(format, static_cast<std::size_t>(std::ceil(elements))));
+  };
+  const double c = std::ceil(n / p);
+  switch (algorithm) {
+    case Algorithm::kNative:
+    case Algorithm::kRing:
+    case Algorithm::kTwoShot:
+      w.steps = 2 * (p - 1);
+      w.sentBytes = 2 * (p - 1) * (algorithm == Algorithm::kNative ? 4 * c : bytesOf(c));
+      w.encodeElements = algorithm == Algorithm::kNative ? 0 : p * c;
+      w.decodeAddElements = (p - 1) * c;
+      w.decodeElements = algorithm == Algorithm::kNative ? 0 : p * c;
+      return w;
+    case Algorithm::kRabenseifner: {
+      const double cq = std::ceil(n / q);
+      w.steps = 2 * log2q + (prePost ? 2 : 0);
+      w.sentBytes = 2 * (q - 1) * bytesOf(cq) + (prePost ? bytesOf(n) : 0);
+      w.encodeElements = q * cq + (prePost ? n : 0);
+      w.decodeAddElements = (q - 1) * cq + (prePost ? n : 0);
+      w.decodeElements = q * cq;
+      return w;
+    }
+    case Algorithm::kRecursiveDoubling:
+      w.steps = log2q + (prePost ? 2 : 0);
+      w.sentBytes = log2q * bytesOf(n) + (prePost ? bytesOf(n) : 0);
+      w.encodeElements = log2q * n + (prePost ? 2 * n : 0);
+      w.decodeElements = 2 * log2q * n;
+      w.decodeAddElements = prePost ? n : 0;
+      return w;
+    case Algorithm::kHierarchical:
+    case Algorithm::kAuto: break;
+  }
+  ADAPREC_FAIL(ErrorCode::kInvalidArgument, "algorithmWork has no flat work for " << algorithmName(algorithm));
 }
 
 }  // namespace detail

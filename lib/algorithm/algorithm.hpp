@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "adaprec/communicator.hpp"
 #include "adaprec/format.hpp"
 #include "adaprec/transport.hpp"
+#include "algorithm/cost_model.hpp"
 
 namespace adaprec::detail {
 
@@ -97,18 +99,49 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 // Whether the native algorithm can carry this format (fp32, bf16, fp16).
 bool nativeSupports(Format format);
 
-// The auto rule (docs/algorithms.md). ranks = communicator size, nodes = distinct node ids,
-// maxRanksPerNode = ranks on the fullest node.
-Algorithm chooseAlgorithm(Format format, std::size_t count, int ranks, int nodes, int maxRanksPerNode);
-// What hierarchical's share owners run among the `nodes` ranks of equal local rank: auto's choice for that many ranks, and
-// native for fp32 (nothing to compress).
+// The auto rule (docs/algorithms.md, "auto"), in two parts. autoGuard: the cases decided without the
+// cost model (one rank; small messages; one shared-memory node below kAutoSharedModelMinBytes or in
+// fp32), where it returns native. ranks = communicator size, nodes = distinct node ids.
+std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes);
+// One algorithm auto weighed: its predicted time and quantizations per value (0 when sent lossless).
+struct AutoCandidate {
+  Algorithm algorithm = Algorithm::kNative;
+  double seconds = 0;
+  int quantizations = 0;
+  bool withinBudget = true;
+};
+struct AutoChoice {
+  Algorithm algorithm = Algorithm::kNative;  // kNative means the transport's fp32 allreduce
+  std::vector<AutoCandidate> candidates;     // in the order weighed (native first)
+};
+// The model part: among native (fp32) and every engine algorithm whose quantizations per value in
+// `format` are at most maxQuantizations (any for a lossless format), the one with the least predicted
+// time (near-ties, kAutoTieMargin, to the earlier in the table); an engine algorithm must beat
+// native's prediction by kAutoNativeMargin (on one node, past the guard, compression always
+// pays: there the model only picks the algorithm). A pure function of its arguments: ranks that hold
+// the same (agreed) calibration choose the same.
+AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
+                           int maxQuantizations);
+// What hierarchical's share owners run (the inner allreduce among the ranks with the same local rank) among `nodes`
+// ranks: twoshot up to kTwoShotMaxRanks nodes (2 quantizations), else rabenseifner; native for fp32.
 Algorithm hierarchicalInnerAlgorithm(Format format, int nodes);
-// auto and hierarchical take twoshot (2 quantizations whatever p) up to this many ranks.
 inline constexpr int kTwoShotMaxRanks = 8;
-// Below this many fp32 bytes compression cannot pay for its codec and latency costs: auto uses native.
-inline constexpr std::size_t kAutoCompressMinBytes = std::size_t{256} << 10;
-// The same threshold when all ranks share one node (no network: bytes are cheap to move).
-inline constexpr std::size_t kAutoCompressSharedMinBytes = std::size_t{64} << 20;
+// Below this many fp32 bytes auto sends native without consulting the model: latency and the codec's
+// fixed costs dominate, compression cannot pay, and MPI's small-message algorithms beat ours; also
+// the calibration probe never runs for a job of only small messages.
+inline constexpr std::size_t kAutoModelMinBytes = std::size_t{256} << 10;
+// The same guard when all ranks share one node: the model is not reliable on shared memory (every
+// term is CPU- and cache-bound; docs/benchmarks.md, "Cost model"), and measured, native was never
+// beaten by more than noise below 64 MiB on 4 ranks, while compressing paid from 64 MiB on. So on one
+// node auto keeps the measured rule: native below, a compressed algorithm (the model picks which,
+// within the budget) from 64 MiB; fp32 always native.
+inline constexpr std::size_t kAutoSharedModelMinBytes = std::size_t{64} << 20;
+// An engine algorithm replaces native only when predicted at most this fraction of native's time:
+// the model is optimistic for the compressed algorithms (docs/benchmarks.md), native is the safe side.
+inline constexpr double kAutoNativeMargin = 0.9;
+// Engine algorithms predicted within this factor of the fastest count as tied: the earliest in the
+// algorithm table is taken.
+inline constexpr double kAutoTieMargin = 1.05;
 
 // Largest message ring and twoshot send between nodes: below Open MPI's TCP eager limit (64 KiB with its
 // header), so no message waits for a rendezvous handshake. Measured on 4 emulated nodes at 1 Gbit/s
@@ -125,5 +158,6 @@ inline constexpr int kTagPostStep = 4;
 inline constexpr int kTagExchange = 5;
 inline constexpr int kTagIntraReduce = 6;
 inline constexpr int kTagIntraBcast = 7;
+inline constexpr int kTagCalibration = 8;  // the cost model's probes (calibration.cpp)
 
 }  // namespace adaprec::detail

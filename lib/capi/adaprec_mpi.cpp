@@ -4,6 +4,7 @@
 // crosses this file's functions: errors go through the communicator's MPI error handler, like MPI's own.
 #include "adaprec/adaprec_mpi.h"
 
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -28,6 +29,8 @@ struct Counters {
   std::atomic<std::uint64_t> fp32Bytes{0};
   std::atomic<std::uint64_t> wireBytes{0};
   std::atomic<std::uint64_t> nanoseconds{0};
+  // Intercepted calls per algorithm that ran (auto resolved), indexed by the Algorithm value.
+  std::array<std::atomic<std::uint64_t>, 8> byAlgorithm{};
 };
 
 Counters& counters() {
@@ -150,6 +153,8 @@ extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, 
         communicator.allreduce(send, recv, static_cast<std::size_t>(count), options);
     Counters& c = counters();
     c.intercepted.fetch_add(1, std::memory_order_relaxed);
+    c.byAlgorithm[static_cast<std::size_t>(stats.algorithm) % c.byAlgorithm.size()].fetch_add(
+        1, std::memory_order_relaxed);
     c.fp32Bytes.fetch_add(stats.fp32Bytes, std::memory_order_relaxed);
     c.wireBytes.fetch_add(stats.wireBytes, std::memory_order_relaxed);
     c.nanoseconds.fetch_add(static_cast<std::uint64_t>(stats.totalSeconds * 1e9),
@@ -184,27 +189,40 @@ extern "C" void AdaPrec_ResetStats(void) {
   c.fp32Bytes = 0;
   c.wireBytes = 0;
   c.nanoseconds = 0;
+  for (auto& n : c.byAlgorithm) n = 0;
 }
 
 extern "C" void AdaPrec_PrintStats(void) {
   AdaPrec_Stats mine;
   AdaPrec_GetStats(&mine);
-  std::uint64_t local[5] = {mine.intercepted, mine.passedThrough, mine.fp32Bytes, mine.wireBytes,
-                            static_cast<std::uint64_t>(mine.seconds * 1e9)};
-  std::uint64_t total[5] = {0, 0, 0, 0, 0};
+  constexpr int kAlgorithms = 8;
+  std::uint64_t local[5 + kAlgorithms] = {mine.intercepted, mine.passedThrough, mine.fp32Bytes, mine.wireBytes,
+                                          static_cast<std::uint64_t>(mine.seconds * 1e9)};
+  for (int a = 0; a < kAlgorithms; ++a) local[5 + a] = counters().byAlgorithm[static_cast<std::size_t>(a)].load();
+  std::uint64_t total[5 + kAlgorithms] = {};
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  PMPI_Reduce(local, total, 5, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Reduce(local, total, 5 + kAlgorithms, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank != 0) return;
   const adaprec::EnvironmentConfig& config = adaprec::detail::capiConfigOrAbort();
   const double ratio = total[3] == 0 ? 0.0 : static_cast<double>(total[2]) / static_cast<double>(total[3]);
+  // What ran, summed over ranks ("auto: twoshot 12, native 3"): auto's choices are visible.
+  std::string ran;
+  for (adaprec::Algorithm a : adaprec::allAlgorithms()) {
+    const std::uint64_t n = total[5 + static_cast<int>(a) % kAlgorithms];
+    if (a == adaprec::Algorithm::kAuto || n == 0) continue;
+    if (!ran.empty()) ran += ',';
+    ran += adaprec::algorithmName(a);
+    ran += ':';
+    ran += std::to_string(n);
+  }
   std::fprintf(stderr,
-               "adaprec: stats over %d ranks: format=%s algo=%s intercepted=%llu passed_through=%llu "
+               "adaprec: stats over %d ranks: format=%s algo=%s ran=%s intercepted=%llu passed_through=%llu "
                "fp32_bytes=%llu sent_bytes=%llu compression=%.2fx seconds=%.6f\n",
                size, adaprec::toString(config.format).c_str(),
-               std::string(adaprec::algorithmName(config.algorithm)).c_str(),
+               std::string(adaprec::algorithmName(config.algorithm)).c_str(), ran.empty() ? "-" : ran.c_str(),
                static_cast<unsigned long long>(total[0]), static_cast<unsigned long long>(total[1]),
                static_cast<unsigned long long>(total[2]), static_cast<unsigned long long>(total[3]),
                ratio, static_cast<double>(total[4]) * 1e-9);

@@ -17,6 +17,7 @@
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
+#include "algorithm/auto_selector.hpp"
 #include "codec/host_kernels.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/signature_hash.hpp"
@@ -93,6 +94,7 @@ struct Communicator::Impl {
   std::map<std::size_t, Format> fastestByCount;
   AllreduceStats totals;
   std::shared_ptr<detail::Timeline> timeline;  // null: no timeline
+  std::unique_ptr<detail::AutoSelector> autoSelector;  // auto's calibration and choices
 
   detail::Hierarchy& ensureHierarchy() {
     if (!hierarchy) {
@@ -151,6 +153,11 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
     ADAPREC_CHECK_ARG(options.segmentCount >= segment.min && options.segmentCount <= segment.max,
                       "CommunicatorOptions::segmentCount " << options.segmentCount << " is invalid; valid values: "
                                                            << segment.valid);
+    const detail::EnvironmentVariable& budget = detail::environmentVariable(detail::kEnvMaxQuantizations);
+    ADAPREC_CHECK_ARG(options.maxQuantizations >= static_cast<int>(budget.min) &&
+                          options.maxQuantizations <= static_cast<int>(budget.max),
+                      "CommunicatorOptions::maxQuantizations " << options.maxQuantizations
+                                                               << " is invalid; valid values: " << budget.valid);
     codec::hostKernels();  // ADAPREC_CPU_ISA is refused now, not at the first encode
     ranksPerNode = detail::ranksPerNodeOverride();
     if (!options.timelinePath.empty())
@@ -163,7 +170,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   // local validation failed (as p - rank, so 0 means none).
   const int p = impl_->transport->size();
   const int r = impl_->transport->rank();
-  const std::uint64_t settings = detail::signatureOf(1, options.segmentCount, ranksPerNode, options.checksum);
+  const std::uint64_t settings =
+      detail::signatureOf(1, options.segmentCount, ranksPerNode, options.checksum, options.maxQuantizations);
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 3, 0);
   ids[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
   ids[static_cast<std::size_t>(p)] = localError ? 0 : settings;
@@ -178,7 +186,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                 ErrorCode::kMismatch,
                 "ranks disagree on the communicator's settings (this rank: "
                     << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName
-                    << '=' << ranksPerNode << ' ' << detail::kEnvChecksum << '=' << (options.checksum ? 1 : 0)
+                    << '=' << ranksPerNode << ' ' << detail::kEnvChecksum << '=' << (options.checksum ? 1 : 0) << ' '
+                    << detail::kEnvMaxQuantizations << '=' << options.maxQuantizations
                     << "); set the same values on every rank");
   ids.resize(static_cast<std::size_t>(p));
   std::map<std::uint64_t, int> perNode;
@@ -187,6 +196,11 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   for (const auto& [id, n] : perNode) impl_->maxRanksPerNode = std::max(impl_->maxRanksPerNode, n);
   impl_->minRanksPerNode = impl_->maxRanksPerNode;
   for (const auto& [id, n] : perNode) impl_->minRanksPerNode = std::min(impl_->minRanksPerNode, n);
+  detail::RankLayout layout;  // node index per rank, in order of first appearance
+  std::map<std::uint64_t, int> nodeIndex;
+  for (std::uint64_t id : ids) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
+  impl_->autoSelector = std::make_unique<detail::AutoSelector>(
+      std::move(layout), detail::AutoSettings{options.maxQuantizations, options.calibrationPath, options.debug});
 }
 
 Communicator::~Communicator() {
@@ -310,7 +324,7 @@ std::vector<Format> Communicator::fastestCandidates() {
 
 Algorithm Communicator::resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const {
   if (requested != Algorithm::kAuto) return requested;
-  return detail::chooseAlgorithm(format, count, size(), impl_->nodes, impl_->maxRanksPerNode);
+  return impl_->autoSelector->choose(*impl_->transport, format, count);
 }
 
 AllreduceStats Communicator::allreduce(float* buf, std::size_t count,
@@ -346,7 +360,19 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     }
     format = it->second;
   }
-  Algorithm algorithm = resolveAlgorithm(options.algorithm, format, count);
+  // auto: the guard cases (small, one node below 64 MiB) need nothing collective; the model may run
+  // the calibration probe, so the call is agreed first (ranks that disagree on the count must get
+  // kMismatch, not a probe that only some of them enter).
+  bool agreed = options.checkEveryPath;
+  Algorithm algorithm = options.algorithm;
+  if (algorithm == Algorithm::kAuto) {
+    if (!agreed && !detail::autoGuard(format, count, size(), impl_->nodes)) {
+      impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
+                            options.average, options.format.errorFeedback);
+      agreed = true;
+    }
+    algorithm = resolveAlgorithm(Algorithm::kAuto, format, count);
+  }
   if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto) {
     // auto fell back to uncompressed: compression cannot pay here, and native's 16-bit user op
     // (bf16/fp16) is many times slower than MPI's own fp32 sum on fast links.
@@ -359,7 +385,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
 
   // The native path keeps MPI's own cost and semantics (no extra round trip for tiny messages) unless
   // checkEveryPath asked for the check above.
-  if (algorithm != Algorithm::kNative && !options.checkEveryPath)
+  if (algorithm != Algorithm::kNative && !agreed)
     impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
                           options.average, options.format.errorFeedback);
 

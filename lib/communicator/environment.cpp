@@ -16,6 +16,10 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   options.checksum = detail::readEnvironmentFlag(detail::kEnvChecksum).value_or(false);
   options.timeoutSeconds = detail::readEnvironmentSeconds(detail::kEnvTimeout).value_or(0.0);
   options.timelinePath = detail::environmentText(detail::kEnvTimeline).value_or("");
+  options.maxQuantizations = static_cast<int>(
+      detail::readEnvironmentUnsigned(detail::kEnvMaxQuantizations).value_or(kDefaultMaxQuantizations));
+  options.calibrationPath = detail::environmentText(detail::kEnvCalibration).value_or("");
+  options.debug = detail::readEnvironmentFlag(detail::kEnvDebug).value_or(false);
   return options;
 }
 

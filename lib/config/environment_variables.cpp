@@ -50,6 +50,18 @@ const std::array kVariables = {
     EnvironmentVariable{"ADAPREC_TIMELINE", "every program", "a file path prefix", "unset (no timeline)",
                         "write a Chrome trace of every allreduce to PATH.rank<N>.json per rank (docs/timeline.md)",
                         0, 0, false},
+    EnvironmentVariable{"ADAPREC_MAX_QUANTIZATIONS", "every program", "a decimal integer from 1 to 64", "2",
+                        "auto's error budget: lossy formats only use algorithms quantizing a value at most this "
+                        "many times",
+                        1, 64, true},
+    EnvironmentVariable{"ADAPREC_CALIBRATION", "every program", "a file path", "unset (probe at first use)",
+                        "auto's cost-model calibration: loaded if it matches the job's topology, else probed and "
+                        "written there",
+                        0, 0, false},
+    EnvironmentVariable{"ADAPREC_DEBUG", "every program", "0, 1", "0",
+                        "1: rank 0 prints auto's calibration and each choice with its predicted times (once per "
+                        "format and size class)",
+                        0, 1, false},
 };
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

@@ -56,5 +56,8 @@ inline constexpr std::string_view kEnvCpuIsa = "ADAPREC_CPU_ISA";
 inline constexpr std::string_view kEnvChecksum = "ADAPREC_CHECKSUM";
 inline constexpr std::string_view kEnvTimeout = "ADAPREC_TIMEOUT";
 inline constexpr std::string_view kEnvTimeline = "ADAPREC_TIMELINE";
+inline constexpr std::string_view kEnvMaxQuantizations = "ADAPREC_MAX_QUANTIZATIONS";
+inline constexpr std::string_view kEnvCalibration = "ADAPREC_CALIBRATION";
+inline constexpr std::string_view kEnvDebug = "ADAPREC_DEBUG";
 
 }  // namespace adaprec::detail

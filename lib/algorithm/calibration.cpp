@@ -1,0 +1,263 @@
+// The calibration probe. Sizes are chosen to be well past any per-message cost and any tbf burst of
+// tools/vcluster, yet short: on 4 emulated nodes at 1 Gbit/s the whole probe takes a few hundred ms,
+// on shared memory a few tens (docs/algorithms.md, "Calibration", has the measured cost).
+#include "algorithm/calibration.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "adaprec/codec.hpp"
+#include "adaprec/error.hpp"
+#include "algorithm/algorithm.hpp"
+
+namespace adaprec::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kSmallBytes = 8;
+constexpr int kSmallReps = 20;
+constexpr int kLargeReps = 3;  // + one untimed warm-up (opens connections, faults pages in)
+// Large messages: past the tbf burst (~128 KiB at 1 Gbit/s) and past TCP's slow start after the idle
+// barrier (1 MiB measured 0.040 GB/s per rank on 4 emulated nodes at 1 Gbit/s where an allreduce's
+// streams got 0.073); on one node, past the caches.
+constexpr std::size_t kLinkBytesNetwork = std::size_t{4} << 20;
+constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
+// The native curve's probe sizes (fp32 bytes). On one node the model only decides from 64 MiB up
+// (kAutoSharedModelMinBytes), so its probes are out of cache; between nodes they span the model's
+// range, and are extrapolated along their slope above 4 MiB.
+constexpr std::size_t kNativeNetwork[] = {std::size_t{1} << 20, std::size_t{4} << 20};
+constexpr std::size_t kNativeShared[] = {std::size_t{4} << 20, std::size_t{16} << 20};
+constexpr int kNativeReps = 2;
+constexpr std::size_t kCodecCount = std::size_t{1} << 18;
+constexpr int kCodecReps = 3;
+
+double seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void barrier(Transport& transport) {
+  std::uint64_t none = 0;
+  transport.allreduceMax(&none, 1);
+}
+
+// Median half round trip of `bytes` between rank 0 and `peer`, on those two ranks (0 elsewhere).
+double halfRoundTrip(Transport& transport, int peer, std::size_t bytes, int reps) {
+  const int me = transport.rank();
+  if (me != 0 && me != peer) return 0.0;
+  std::vector<std::byte> buffer(bytes);
+  std::vector<double> times;
+  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms the connection up
+    const auto start = Clock::now();
+    if (me == 0) {
+      transport.isend(peer, buffer.data(), bytes, kTagCalibration)->wait();
+      transport.irecv(peer, buffer.data(), bytes, kTagCalibration)->wait();
+    } else {
+      transport.irecv(0, buffer.data(), bytes, kTagCalibration)->wait();
+      transport.isend(0, buffer.data(), bytes, kTagCalibration)->wait();
+    }
+    if (rep > 0) times.push_back(seconds(start) / 2);
+  }
+  return median(times);
+}
+
+LinkCost pingPong(Transport& transport, int peer, std::size_t largeBytes) {
+  barrier(transport);
+  const double small = halfRoundTrip(transport, peer, kSmallBytes, kSmallReps);
+  barrier(transport);
+  const double large = halfRoundTrip(transport, peer, largeBytes, kLargeReps);
+  if (small == 0.0 && large == 0.0) return {};  // not taking part: 0 loses the max-reduction
+  return {small, static_cast<double>(largeBytes) / std::max(large - small, 1e-9)};
+}
+
+// Every rank sends `bytes` to next[r] while receiving from previous[r], all at once.
+double loadedBytesPerSecond(Transport& transport, const std::vector<int>& next, const std::vector<int>& previous,
+                            std::size_t bytes, double alphaSeconds) {
+  const int me = transport.rank();
+  std::vector<std::byte> out(bytes, std::byte{1});
+  std::vector<std::byte> in(bytes);
+  std::vector<double> times;
+  for (int rep = 0; rep <= kLargeReps; ++rep) {
+    barrier(transport);
+    const auto start = Clock::now();
+    RequestPtr receive = transport.irecv(previous[static_cast<std::size_t>(me)], in.data(), bytes, kTagCalibration);
+    RequestPtr send = transport.isend(next[static_cast<std::size_t>(me)], out.data(), bytes, kTagCalibration);
+    send->wait();
+    receive->wait();
+    if (rep > 0) times.push_back(seconds(start));
+  }
+  return static_cast<double>(bytes) / std::max(median(times) - alphaSeconds, 1e-9);
+}
+
+std::vector<float> gradientLike(std::size_t count, int rank) {
+  std::vector<float> values(count);
+  std::uint32_t state = 0x9e3779b9u ^ static_cast<std::uint32_t>(rank * 7919 + 1);
+  for (float& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.01f;
+  }
+  return values;
+}
+
+template <class F>
+double medianSecondsPerElement(F&& f) {
+  std::vector<double> times;
+  f();
+  for (int rep = 0; rep < kCodecReps; ++rep) {
+    const auto start = Clock::now();
+    f();
+    times.push_back(seconds(start));
+  }
+  return median(times) / static_cast<double>(kCodecCount);
+}
+
+// Time-like encodings for the max-reduction: a non-negative double's bits order as its value.
+std::uint64_t bitsOf(double v) { return std::bit_cast<std::uint64_t>(std::max(v, 0.0)); }
+double valueOf(std::uint64_t bits) { return std::bit_cast<double>(bits); }
+double perByte(double bytesPerSecond) { return bytesPerSecond > 0 ? 1.0 / bytesPerSecond : 0.0; }
+double perSecond(double secondsPerByte) { return secondsPerByte > 0 ? 1.0 / secondsPerByte : 0.0; }
+
+}  // namespace
+
+int RankLayout::nodes() const {
+  return nodeOf.empty() ? 1 : *std::max_element(nodeOf.begin(), nodeOf.end()) + 1;
+}
+
+int RankLayout::maxRanksPerNode() const {
+  std::map<int, int> perNode;
+  int most = 1;
+  for (int node : nodeOf) most = std::max(most, ++perNode[node]);
+  return most;
+}
+
+CodecCost measureCodec(Format format) {
+  const std::vector<float> input = gradientLike(kCodecCount, 1);
+  std::vector<float> output(kCodecCount, 0.0f);
+  std::vector<unsigned char> chunk(encodedBytes(format, kCodecCount));
+  CodecCost k;
+  k.encode = medianSecondsPerElement([&] { encode(format, input.data(), kCodecCount, chunk.data(), chunk.size()); });
+  k.decode = medianSecondsPerElement([&] { decode(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
+  k.decodeAdd =
+      medianSecondsPerElement([&] { decodeAdd(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
+  return k;
+}
+
+Calibration measureCalibration(Transport& transport, const RankLayout& layout, const CalibrationTopology& topology) {
+  Calibration c;
+  c.topology = topology;
+  const int p = transport.size();
+  const int me = transport.rank();
+  const std::vector<int>& nodeOf = layout.nodeOf;
+  int intraPeer = -1;
+  int interPeer = -1;
+  for (int r = 1; r < p; ++r) {
+    const bool sameNode = nodeOf[static_cast<std::size_t>(r)] == nodeOf[0];
+    if (sameNode && intraPeer < 0) intraPeer = r;
+    if (!sameNode && interPeer < 0) interPeer = r;
+  }
+  const int nodes = layout.nodes();
+  const std::size_t linkBytes = nodes > 1 ? kLinkBytesNetwork : kLinkBytesShared;
+  // The inter-node ping-pong's bandwidth is only reported (flat algorithms use the loaded one): 1 MiB.
+  if (intraPeer >= 0) c.intra = pingPong(transport, intraPeer, kLinkBytesShared);
+  if (interPeer >= 0) c.inter = pingPong(transport, interPeer, std::size_t{1} << 20);
+  // Every rank knows the layout, so every rank takes the same branches above and below.
+  if (intraPeer < 0) c.intra = c.inter;
+  if (interPeer < 0) c.inter = c.intra;
+
+  // The loaded pattern: with equal nodes of L ranks, L rings of the ranks sharing a local rank (what
+  // hierarchical's inner step does, and every link carries L streams, as in a flat algorithm); else
+  // one ring over all ranks.
+  std::vector<std::vector<int>> members(static_cast<std::size_t>(nodes));
+  for (int r = 0; r < p; ++r) members[static_cast<std::size_t>(nodeOf[static_cast<std::size_t>(r)])].push_back(r);
+  const bool even = std::all_of(members.begin(), members.end(),
+                                [&](const std::vector<int>& m) { return m.size() == members[0].size(); });
+  std::vector<int> next(static_cast<std::size_t>(p));
+  std::vector<int> previous(static_cast<std::size_t>(p));
+  for (int node = 0; node < nodes; ++node) {
+    const auto& m = members[static_cast<std::size_t>(node)];
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      const int r = m[i];
+      if (even && nodes > 1) {
+        next[static_cast<std::size_t>(r)] = members[static_cast<std::size_t>((node + 1) % nodes)][i];
+        previous[static_cast<std::size_t>(r)] = members[static_cast<std::size_t>((node + nodes - 1) % nodes)][i];
+      } else {
+        next[static_cast<std::size_t>(r)] = (r + 1) % p;
+        previous[static_cast<std::size_t>(r)] = (r + p - 1) % p;
+      }
+    }
+  }
+  c.loaded.alphaSeconds = c.inter.alphaSeconds;
+  c.loaded.bytesPerSecond =
+      p > 1 ? loadedBytesPerSecond(transport, next, previous, linkBytes, c.inter.alphaSeconds) : 0.0;
+  // Non-participants of the ping-pongs report 0; the agreement's max brings rank 0's values.
+  (void)me;
+
+  // The transport's own fp32 allreduce at the probe sizes (each rank's median; agreed as the max).
+  const std::span<const std::size_t> sizes =
+      nodes > 1 ? std::span<const std::size_t>(kNativeNetwork) : std::span<const std::size_t>(kNativeShared);
+  std::vector<float> buffer = gradientLike(sizes.back() / sizeof(float), me);
+  // One warm-up before the smallest size only, then kNativeReps timed calls per size (of the larger
+  // two, the median; the native calls are most of the probe's time between nodes).
+  for (std::size_t bytes : sizes) {
+    std::vector<double> times;
+    const int warm = bytes == sizes.front() ? 1 : 0;
+    for (int rep = 0; rep < warm + kNativeReps; ++rep) {
+      barrier(transport);
+      const auto start = Clock::now();
+      transport.nativeAllreduce(buffer.data(), bytes / sizeof(float), NativeType::kFp32);
+      if (rep >= warm) times.push_back(seconds(start));
+      std::fill_n(buffer.begin(), bytes / sizeof(float), 1e-3f);  // keep sums finite
+    }
+    c.native.emplace_back(static_cast<double>(bytes), median(times));
+  }
+  barrier(transport);  // the codec runs on every rank at once, as inside an allreduce
+  c.codec[Format::kFp32] = measureCodec(Format::kFp32);
+  return c;
+}
+
+Calibration agreeCalibration(Transport& transport, const Calibration& local) {
+  std::vector<std::uint64_t> words;
+  auto link = [&](const LinkCost& l) {
+    words.push_back(bitsOf(l.alphaSeconds));
+    words.push_back(bitsOf(perByte(l.bytesPerSecond)));
+  };
+  link(local.intra);
+  link(local.inter);
+  link(local.loaded);
+  for (const auto& point : local.native) words.push_back(bitsOf(point.second));
+  for (const auto& entry : local.codec) {
+    words.push_back(bitsOf(entry.second.encode));
+    words.push_back(bitsOf(entry.second.decode));
+    words.push_back(bitsOf(entry.second.decodeAdd));
+  }
+  transport.allreduceMax(words.data(), words.size());
+  Calibration agreed = local;
+  std::size_t i = 0;
+  auto take = [&](LinkCost& l) {
+    l.alphaSeconds = valueOf(words[i++]);
+    l.bytesPerSecond = perSecond(valueOf(words[i++]));
+  };
+  take(agreed.intra);
+  take(agreed.inter);
+  take(agreed.loaded);
+  for (auto& point : agreed.native) point.second = valueOf(words[i++]);
+  for (auto& entry : agreed.codec) {
+    entry.second.encode = valueOf(words[i++]);
+    entry.second.decode = valueOf(words[i++]);
+    entry.second.decodeAdd = valueOf(words[i++]);
+  }
+  return agreed;
+}
+
+CodecCost agreeCodec(Transport& transport, const CodecCost& local) {
+  std::uint64_t words[3] = {bitsOf(local.encode), bitsOf(local.decode), bitsOf(local.decodeAdd)};
+  transport.allreduceMax(words, 3);
+  return {valueOf(words[0]), valueOf(words[1]), valueOf(words[2])};
+}
+
+}  // namespace adaprec::detail

@@ -1,0 +1,255 @@
+// The cost model's arithmetic and its file format; the measurements come from calibration.cpp and
+// each algorithm's work from algorithmWork() (algorithm.cpp).
+#include "algorithm/cost_model.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "adaprec/error.hpp"
+#include "algorithm/algorithm.hpp"
+
+namespace adaprec::detail {
+namespace {
+
+constexpr std::string_view kMagic = "adaprec-calibration 1";
+
+const CodecCost& codecOf(const Calibration& calibration, Format format) {
+  auto it = calibration.codec.find(format);
+  ADAPREC_CHECK(it != calibration.codec.end(), ErrorCode::kInternal,
+                "the cost model has no codec measurement of " << formatName(format));
+  return it->second;
+}
+
+double codecSeconds(const AlgorithmWork& w, const CodecCost& k) {
+  return w.encodeElements * k.encode + w.decodeElements * k.decode + w.decodeAddElements * k.decodeAdd;
+}
+
+double linkSeconds(const AlgorithmWork& w, double alphaSeconds, double bytesPerSecond) {
+  return w.steps * alphaSeconds + w.sentBytes / std::max(bytesPerSecond, 1.0);
+}
+
+// The measured native curve at `bytes`: linear between probe sizes, the smallest probe's time below
+// them, and along the last two points' slope above the largest (proportional to the size when that
+// slope is not positive: noise).
+double nativeSeconds(const Calibration& calibration, double bytes) {
+  const auto& points = calibration.native;
+  ADAPREC_CHECK(!points.empty(), ErrorCode::kInternal, "the cost model has no native measurement");
+  if (bytes <= points.front().first) return points.front().second;
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    const auto& [b0, t0] = points[i - 1];
+    const auto& [b1, t1] = points[i];
+    if (bytes <= b1) return t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
+  }
+  const auto& [b1, t1] = points.back();
+  double slope = t1 / b1;
+  if (points.size() > 1) {
+    const auto& [b0, t0] = points[points.size() - 2];
+    if (t1 > t0) slope = (t1 - t0) / (b1 - b0);
+  }
+  return t1 + (bytes - b1) * slope;
+}
+
+std::string exact(double v) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof buffer, "%.17g", v);
+  return buffer;
+}
+
+// Strict: a finite, non-negative decimal number and nothing else.
+bool parseNumber(std::string_view text, double& value) {
+  if (text.empty() || text.front() == '-' || text.front() == '+') return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) && value >= 0;
+}
+
+bool parseInt(std::string_view text, int& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= 1;
+}
+
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> out;
+  while (!line.empty()) {
+    const std::size_t start = line.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    line.remove_prefix(start);
+    const std::size_t end = std::min(line.find(' '), line.size());
+    out.push_back(line.substr(0, end));
+    line.remove_prefix(end);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Flat algorithms pay the inter-node latency (intra on one node) per step and the loaded bandwidth per
+// byte. hierarchical is modelled as the shape of its rewrite (branch wip/hier), not the leader gather
+// it replaces: with L ranks on each of N nodes, (1) an fp32 reduce-scatter inside the node over shared
+// memory, each rank ending with a 1/L share (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L fp32 adds);
+// (2) on every rank at once, the inner algorithm (hierarchicalInnerAlgorithm) on its share among the
+// N ranks with its local rank, over the loaded inter-node link; (3) an fp32 allgather inside the node
+// (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L copies).
+double predictSeconds(const Calibration& calibration, Algorithm algorithm, Format format, std::size_t count) {
+  ADAPREC_CHECK_ARG(algorithm != Algorithm::kAuto, "predictSeconds needs a resolved algorithm");
+  const CalibrationTopology& t = calibration.topology;
+  if (t.ranks <= 1 || count == 0) return 0.0;
+  const double n = static_cast<double>(count);
+  if (algorithm == Algorithm::kNative) return nativeSeconds(calibration, 4 * n);
+  const double flatAlpha = t.nodes > 1 ? calibration.inter.alphaSeconds : calibration.intra.alphaSeconds;
+  if (algorithm != Algorithm::kHierarchical) {
+    AlgorithmWork w = algorithmWork(algorithm, format, count, t.ranks);
+    const CodecCost& k = codecOf(calibration, format);
+    // With L > 1 ranks per node only part of a flat algorithm's bytes cross nodes, and the loaded
+    // bandwidth was measured with L streams sharing each node's link: ring's one crossing stream
+    // per node and step gets the whole link (L x loaded); the others send (p-L)/(p-1) of their bytes
+    // across, the rest over shared memory in parallel. Both factors are 1 with one rank per node.
+    if (t.nodes > 1 && t.ranksPerNode > 1) {
+      const double l = t.ranksPerNode;
+      const double p = t.ranks;
+      w.sentBytes *= algorithm == Algorithm::kRing ? 1.0 / l : (p - l) / (p - 1);
+    }
+    return linkSeconds(w, flatAlpha, calibration.loaded.bytesPerSecond) + codecSeconds(w, k);
+  }
+  const int local = std::max(1, t.ranksPerNode);
+  const double l = local;
+  const std::size_t share = (count + static_cast<std::size_t>(local) - 1) / static_cast<std::size_t>(local);
+  const CodecCost& fp32 = codecOf(calibration, Format::kFp32);
+  AlgorithmWork node;
+  node.steps = l - 1;
+  node.sentBytes = (l - 1) * 4 * static_cast<double>(share);
+  const double intraPhase = linkSeconds(node, calibration.intra.alphaSeconds, calibration.intra.bytesPerSecond);
+  const double adds = (l - 1) * static_cast<double>(share) * fp32.decodeAdd;
+  const double copies = (l - 1) * static_cast<double>(share) * fp32.decode;
+  const Algorithm inner = hierarchicalInnerAlgorithm(format, t.nodes);
+  const Format innerFormat = inner == Algorithm::kNative ? Format::kFp32 : format;
+  const AlgorithmWork w = algorithmWork(inner, innerFormat, share, t.nodes);
+  const double innerSeconds = linkSeconds(w, calibration.inter.alphaSeconds, calibration.loaded.bytesPerSecond) +
+                              codecSeconds(w, codecOf(calibration, innerFormat));
+  return 2 * intraPhase + adds + copies + innerSeconds;
+}
+
+std::string serializeCalibration(const Calibration& c) {
+  std::ostringstream out;
+  out << kMagic << '\n'
+      << "ranks " << c.topology.ranks << '\n'
+      << "nodes " << c.topology.nodes << '\n'
+      << "ranks_per_node " << c.topology.ranksPerNode << '\n'
+      << "isa " << c.topology.isa << '\n';
+  auto link = [&](const char* name, const LinkCost& l) {
+    out << name << ' ' << exact(l.alphaSeconds) << ' ' << exact(l.bytesPerSecond) << '\n';
+  };
+  link("intra", c.intra);
+  link("inter", c.inter);
+  link("loaded", c.loaded);
+  for (const auto& [bytes, seconds] : c.native) out << "native " << exact(bytes) << ' ' << exact(seconds) << '\n';
+  for (const auto& [format, k] : c.codec)
+    out << "codec " << formatName(format) << ' ' << exact(k.encode) << ' ' << exact(k.decode) << ' '
+        << exact(k.decodeAdd) << '\n';
+  return out.str();
+}
+
+std::optional<Calibration> parseCalibration(std::string_view text, const CalibrationTopology& expected,
+                                            std::string& why) {
+  Calibration c;
+  bool seen[8] = {};  // ranks nodes ranks_per_node isa intra inter loaded magic
+  std::size_t lineNumber = 0;
+  auto fail = [&](std::string reason) {
+    why = "line " + std::to_string(lineNumber) + ": " + reason;
+    return std::nullopt;
+  };
+  while (!text.empty()) {
+    const std::size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    ++lineNumber;
+    if (lineNumber == 1) {
+      if (line != kMagic) return fail("not an AdaPrec calibration (expected '" + std::string(kMagic) + "')");
+      seen[7] = true;
+      continue;
+    }
+    const std::vector<std::string_view> w = words(line);
+    if (w.empty()) return fail("empty line");
+    const std::string_view key = w[0];
+    auto once = [&](int index) {
+      if (seen[index]) return false;
+      seen[index] = true;
+      return true;
+    };
+    if (key == "ranks" || key == "nodes" || key == "ranks_per_node") {
+      const int index = key == "ranks" ? 0 : key == "nodes" ? 1 : 2;
+      int* field = index == 0 ? &c.topology.ranks : index == 1 ? &c.topology.nodes : &c.topology.ranksPerNode;
+      if (w.size() != 2 || !parseInt(w[1], *field) || !once(index)) return fail("bad or repeated " + std::string(key));
+    } else if (key == "isa") {
+      if (w.size() != 2 || !once(3)) return fail("bad or repeated isa");
+      c.topology.isa = std::string(w[1]);
+    } else if (key == "intra" || key == "inter" || key == "loaded") {
+      const int index = key == "intra" ? 4 : key == "inter" ? 5 : 6;
+      LinkCost& l = index == 4 ? c.intra : index == 5 ? c.inter : c.loaded;
+      if (w.size() != 3 || !parseNumber(w[1], l.alphaSeconds) || !parseNumber(w[2], l.bytesPerSecond) ||
+          l.bytesPerSecond <= 0 || !once(index))
+        return fail("bad or repeated " + std::string(key) + " link");
+    } else if (key == "native") {
+      std::pair<double, double> point;
+      if (w.size() != 3 || !parseNumber(w[1], point.first) || !parseNumber(w[2], point.second) || point.first <= 0 ||
+          (!c.native.empty() && point.first <= c.native.back().first))
+        return fail("bad native point (sizes must ascend)");
+      c.native.push_back(point);
+    } else if (key == "codec") {
+      CodecCost k;
+      const std::optional<Format> format = w.size() == 5 ? tryParseFormat(w[1]) : std::nullopt;
+      if (!format || !parseNumber(w[2], k.encode) || !parseNumber(w[3], k.decode) || !parseNumber(w[4], k.decodeAdd) ||
+          c.codec.count(*format) != 0)
+        return fail("bad or repeated codec line");
+      c.codec.emplace(*format, k);
+    } else {
+      return fail("unknown key '" + std::string(key) + "'");
+    }
+  }
+  lineNumber = 0;
+  if (!seen[7]) return fail("empty file");
+  for (int i = 0; i < 7; ++i) {
+    if (!seen[i]) return fail("missing ranks, nodes, ranks_per_node, isa, intra, inter or loaded");
+  }
+  if (c.native.empty()) return fail("no native point");
+  if (c.codec.count(Format::kFp32) == 0) return fail("no fp32 codec line");
+  if (!(c.topology == expected)) {
+    std::ostringstream s;
+    s << "measured on another topology (file: " << c.topology.ranks << " ranks, " << c.topology.nodes << " nodes, "
+      << c.topology.ranksPerNode << " ranks/node, isa " << c.topology.isa << "; this job: " << expected.ranks
+      << ", " << expected.nodes << ", " << expected.ranksPerNode << ", " << expected.isa << ")";
+    why = s.str();
+    return std::nullopt;
+  }
+  return c;
+}
+
+std::string describeCalibration(const Calibration& c, std::string_view prefix) {
+  std::ostringstream out;
+  char buffer[256];
+  const std::string p(prefix);
+  std::snprintf(buffer, sizeof buffer,
+                "%d rank(s), %d node(s), %d rank(s)/node, isa %s; intra alpha %.1f us beta %.3f GB/s; inter alpha "
+                "%.1f us beta %.3f GB/s; all ranks sending: %.3f GB/s each\n",
+                c.topology.ranks, c.topology.nodes, c.topology.ranksPerNode, c.topology.isa.c_str(),
+                c.intra.alphaSeconds * 1e6, c.intra.bytesPerSecond / 1e9, c.inter.alphaSeconds * 1e6,
+                c.inter.bytesPerSecond / 1e9, c.loaded.bytesPerSecond / 1e9);
+  out << p << buffer;
+  out << p << "native:";
+  for (const auto& [bytes, seconds] : c.native) {
+    std::snprintf(buffer, sizeof buffer, " %.0f KiB %.1f us;", bytes / 1024, seconds * 1e6);
+    out << buffer;
+  }
+  out << '\n';
+  for (const auto& [format, k] : c.codec) {
+    std::snprintf(buffer, sizeof buffer, "codec %-7s encode %.3f decode %.3f decodeAdd %.3f GB/s of fp32\n",
+                  std::string(formatName(format)).c_str(), 4e-9 / std::max(k.encode, 1e-15),
+                  4e-9 / std::max(k.decode, 1e-15), 4e-9 / std::max(k.decodeAdd, 1e-15));
+    out << p << buffer;
+  }
+  return out.str();
+}
+
+}  // namespace adaprec::detail

@@ -1,0 +1,189 @@
+// auto's calibration across ranks: agreed so that every rank chooses the same even when the ranks
+// measured differently, and the ADAPREC_CALIBRATION file: written after a probe, reloaded exactly,
+// a missing, malformed or other-topology file reported in one line and ignored.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "adaprec/communicator.hpp"
+#include "adaprec/transport.hpp"
+#include "algorithm/auto_selector.hpp"
+#include "algorithm/calibration.hpp"
+
+using namespace adaprec;
+using namespace adaprec::detail;
+
+namespace {
+
+// What rank `rank` might measure on its own: rank 0 a fast link (native pays), the others ever
+// slower ones (compression pays).
+Calibration localMeasurement(int rank, int p) {
+  Calibration c;
+  c.topology = {p, p, 1, "test"};
+  const double link = rank == 0 ? 100e9 : 125e6 / rank;
+  c.intra = c.inter = c.loaded = {20e-6 * (rank + 1), link};
+  for (double bytes : {262144.0, 1048576.0, 4194304.0}) c.native.emplace_back(bytes, 2 * bytes / link);
+  for (Format format : {Format::kFp32, Format::kFp8, Format::kTable4})
+    c.codec[format] = {0.3e-9 * (rank + 1), 0.2e-9, 0.25e-9 * (p - rank)};
+  return c;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `body` with stderr going to a file; returns what was written there.
+template <class F>
+std::string capturingStderr(F&& body) {
+  const std::string path = std::filesystem::temp_directory_path() / ("adaprec_auto_stderr_" + std::to_string(::getpid()));
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  ::dup2(::fileno(file), 2);
+  body();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::fclose(file);
+  const std::string text = slurp(path);
+  std::remove(path.c_str());
+  return text;
+}
+
+int lines(const std::string& text, const std::string& containing) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(containing) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+struct Probed {
+  std::vector<Calibration> calibrations;  // per rank
+  std::vector<std::vector<Algorithm>> choices;
+};
+
+// Each rank of a 4-rank group (one rank per emulated node) builds an AutoSelector on `path` and
+// resolves a few calls.
+Probed probeWith(const std::string& path, int p = 4) {
+  LoopbackGroup group(p, 1);
+  Probed out;
+  out.calibrations.resize(p);
+  out.choices.resize(p);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    RankLayout layout;
+    for (int r = 0; r < p; ++r) layout.nodeOf.push_back(r);
+    AutoSelector selector(layout, AutoSettings{2, path, false});
+    for (Format format : {Format::kFp32, Format::kBf16, Format::kTable4})
+      for (std::size_t count : {std::size_t{1} << 18, std::size_t{1} << 22})
+        out.choices[rank].push_back(selector.choose(*t, format, count));
+    out.calibrations[rank] = *selector.calibration();
+  });
+  return out;
+}
+
+void requireSameOnEveryRank(const Probed& got) {
+  for (std::size_t r = 1; r < got.calibrations.size(); ++r) {
+    REQUIRE(got.calibrations[r] == got.calibrations[0]);
+    REQUIRE(got.choices[r] == got.choices[0]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ranks that measured differently agree on one calibration and one choice", "[auto]") {
+  const int p = 4;
+  LoopbackGroup group(p, 1);
+  std::vector<std::vector<Algorithm>> alone(p), agreed(p);
+  std::vector<std::string> agreedText(p);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    const Calibration local = localMeasurement(rank, p);
+    const Calibration shared = agreeCalibration(*t, local);
+    agreedText[rank] = serializeCalibration(shared);
+    for (Format format : {Format::kFp32, Format::kFp8, Format::kTable4}) {
+      for (std::size_t count : {std::size_t{1} << 18, std::size_t{1} << 22, std::size_t{1} << 25}) {
+        alone[rank].push_back(chooseAlgorithm(local, format, count, 2).algorithm);
+        agreed[rank].push_back(chooseAlgorithm(shared, format, count, 2).algorithm);
+      }
+    }
+  });
+  // The inputs really would split the ranks without the agreement ...
+  CHECK(alone[0] != alone[p - 1]);
+  // ... and with it every rank holds the same bits and picks the same.
+  for (int r = 1; r < p; ++r) {
+    CHECK(agreedText[r] == agreedText[0]);
+    CHECK(agreed[r] == agreed[0]);
+  }
+}
+
+TEST_CASE("ADAPREC_CALIBRATION: written after a probe, reloaded exactly, bad files ignored", "[auto]") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("adaprec_auto_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/calibration.txt";
+
+  // Missing: reported, probed, written.
+  Probed first;
+  const std::string missing = capturingStderr([&] { first = probeWith(path); });
+  CHECK(lines(missing, "ADAPREC_CALIBRATION=" + path + " ignored") == 1);
+  requireSameOnEveryRank(first);
+  const std::string saved = slurp(path);
+  REQUIRE(!saved.empty());
+  CHECK(saved == serializeCalibration(first.calibrations[0]));
+
+  // Present: reloaded silently, the same numbers to the bit (a new probe never measures the same), so
+  // the same choices.
+  Probed second;
+  CHECK(capturingStderr([&] { second = probeWith(path); }).empty());
+  requireSameOnEveryRank(second);
+  CHECK(second.calibrations[0] == first.calibrations[0]);
+  CHECK(second.choices[0] == first.choices[0]);
+
+  // Malformed: reported in one line, probed again, rewritten.
+  std::ofstream(path) << "adaprec-calibration 1\nranks 4\nnodes x\n";
+  Probed third;
+  const std::string malformed = capturingStderr([&] { third = probeWith(path); });
+  CHECK(lines(malformed, "ignored: line 3: bad or repeated nodes") == 1);
+  requireSameOnEveryRank(third);
+  CHECK(slurp(path) == serializeCalibration(third.calibrations[0]));
+
+  // Another topology (3 ranks): reported, ignored, replaced by this job's.
+  probeWith(path, 3);
+  Probed fourth;
+  const std::string foreign = capturingStderr([&] { fourth = probeWith(path); });
+  CHECK(lines(foreign, "measured on another topology") == 1);
+  CHECK(fourth.calibrations[0].topology.ranks == 4);
+  CHECK(slurp(path) == serializeCalibration(fourth.calibrations[0]));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a Communicator reloading the calibration chooses as the one that saved it", "[auto]") {
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("adaprec_auto_comm_" + std::to_string(::getpid()) + ".txt");
+  std::remove(path.c_str());
+  auto run = [&] {
+    LoopbackGroup group(4, 2);  // 2 nodes x 2 ranks: hierarchical is a candidate too
+    std::vector<std::vector<Algorithm>> got(4);
+    capturingStderr([&] {
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+        CommunicatorOptions options;
+        options.calibrationPath = path;
+        Communicator comm(t, options);
+        for (Format format : allFormats())
+          for (std::size_t count : {std::size_t{1} << 18, std::size_t{1} << 21, std::size_t{1} << 24})
+            got[rank].push_back(comm.resolveAlgorithm(Algorithm::kAuto, format, count));
+      });
+    });
+    for (int r = 1; r < 4; ++r) REQUIRE(got[r] == got[0]);
+    return got[0];
+  };
+  const std::vector<Algorithm> saved = run();
+  CHECK(run() == saved);
+  std::remove(path.c_str());
+}

@@ -1,0 +1,139 @@
+// auto's cost model on given calibrations: which algorithm it picks on slow and fast links, that no
+// lossy choice exceeds the error budget, and the calibration file's round trip and refusals.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "adaprec/format.hpp"
+#include "algorithm/algorithm.hpp"
+#include "algorithm/cost_model.hpp"
+#include "algorithm/error_model.hpp"
+
+using namespace adaprec;
+using namespace adaprec::detail;
+
+namespace {
+
+// A cluster of `nodes` nodes of `perNode` ranks: links of `bytesPerSecond` between nodes, shared
+// memory inside, a codec of `codecSeconds` per element per call for every format, and a native curve
+// of an fp32 ring on the inter-node link, `nativeFactor` times slower.
+Calibration synthetic(int nodes, int perNode, double bytesPerSecond, double codecSeconds, double nativeFactor = 1) {
+  Calibration c;
+  const int p = nodes * perNode;
+  c.topology = {p, nodes, perNode, "test"};
+  c.intra = {1e-6, 10e9};
+  c.inter = nodes > 1 ? LinkCost{50e-6, bytesPerSecond} : c.intra;
+  c.loaded = {c.inter.alphaSeconds, nodes > 1 ? bytesPerSecond : 5e9};
+  for (double bytes : {262144.0, 1048576.0, 4194304.0})
+    c.native.emplace_back(bytes, nativeFactor * (2.0 * (p - 1) / p * bytes / c.loaded.bytesPerSecond + 2 * (p - 1) * 50e-6));
+  for (Format format : allFormats()) c.codec[format] = {codecSeconds, codecSeconds, codecSeconds};
+  return c;
+}
+
+int quantizations(Algorithm a, Format format, const Calibration& c) {
+  if (a == Algorithm::kNative || isLossless(format)) return 0;
+  return quantizationsPerValue(a, format, c.topology.ranks, c.topology.nodes);
+}
+
+}  // namespace
+
+TEST_CASE("on a slow link auto compresses, within the budget", "[cost_model]") {
+  // 1 Gbit/s, a fast codec, MPI_Allreduce 1.5x slower than an fp32 ring (as measured on tools/vcluster).
+  const Calibration c = synthetic(4, 1, 125e6, 0.2e-9, 1.5);
+  const std::size_t count = std::size_t{4} << 20;      // 16 MiB
+  // ring (Q = 4) moves the same bytes as twoshot but is out of the default budget.
+  const AutoChoice fp8 = chooseAlgorithm(c, Format::kFp8, count, 2);
+  CHECK(fp8.algorithm == Algorithm::kTwoShot);
+  // Widened to 4, ring is allowed; rabenseifner (Q = 3) saves 2 of ring's 6 latencies, a near-tie
+  // that goes to ring, the earlier in the table.
+  CHECK(chooseAlgorithm(c, Format::kFp8, count, 4).algorithm == Algorithm::kRing);
+  // fp32 is lossless: any algorithm; the engine's fp32 ring beats this native curve.
+  CHECK(chooseAlgorithm(c, Format::kFp32, count, 2).algorithm == Algorithm::kRing);
+  // Where native is as fast as a ring, the engine's fp32 does not beat it by the margin.
+  CHECK(chooseAlgorithm(synthetic(4, 1, 125e6, 0.2e-9), Format::kFp32, count, 2).algorithm == Algorithm::kNative);
+}
+
+TEST_CASE("on a fast link with a slow codec auto stays native", "[cost_model]") {
+  const Calibration c = synthetic(4, 1, 100e9, 5e-9);
+  for (Format format : {Format::kFp32, Format::kBf16, Format::kFp8, Format::kTable4})
+    CHECK(chooseAlgorithm(c, format, std::size_t{4} << 20, 2).algorithm == Algorithm::kNative);
+}
+
+TEST_CASE("on one node the model picks the compressed algorithm, never native", "[cost_model]") {
+  const Calibration c = synthetic(1, 4, 0, 5e-9);  // a slow codec: native would win between nodes
+  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{16} << 20, 2).algorithm == Algorithm::kTwoShot);
+}
+
+TEST_CASE("no lossy choice exceeds the error budget", "[cost_model]") {
+  int checked = 0;
+  for (const auto& [nodes, perNode] : {std::pair{2, 1}, std::pair{3, 1}, std::pair{4, 1}, std::pair{5, 1},
+                                       std::pair{8, 1}, std::pair{16, 1}, std::pair{2, 2}, std::pair{4, 2},
+                                       std::pair{1, 4}}) {
+    for (double link : {125e6, 1.25e9, 12.5e9}) {
+      const Calibration c = synthetic(nodes, perNode, link, 0.1e-9);
+      for (Format format : allFormats()) {
+        for (int budget : {1, 2, 3, 4, 8}) {
+          for (std::size_t count : {std::size_t{65536}, std::size_t{1} << 22, std::size_t{1} << 26}) {
+            const AutoChoice choice = chooseAlgorithm(c, format, count, budget);
+            INFO(nodes << "x" << perNode << " link " << link << " " << formatName(format) << " budget " << budget
+                       << " count " << count << " -> " << algorithmName(choice.algorithm));
+            REQUIRE(quantizations(choice.algorithm, format, c) <= budget);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  CHECK(checked > 1000);
+}
+
+TEST_CASE("hierarchical is modelled as reduce-scatter, inner allreduce on a share, allgather", "[cost_model]") {
+  // 2 nodes x 2 ranks, slow between nodes: each rank sends its half's inner exchange across (E(n)/2),
+  // half of what a flat twoshot over 4 ranks sends across (2/3 of 1.5 E(n)).
+  const Calibration c = synthetic(2, 2, 125e6, 0.1e-9);
+  const std::size_t count = std::size_t{16} << 20;
+  const double hier = predictSeconds(c, Algorithm::kHierarchical, Format::kBf16, count);
+  const double flat = predictSeconds(c, Algorithm::kTwoShot, Format::kBf16, count);
+  CHECK(hier < 0.75 * flat);
+  CHECK(chooseAlgorithm(c, Format::kBf16, count, 2).algorithm == Algorithm::kHierarchical);
+}
+
+TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign ones", "[cost_model]") {
+  Calibration c = synthetic(4, 1, 125e6, 0.3e-9);
+  c.inter.alphaSeconds = 1.0 / 3.0;  // not a short decimal: the text must carry every bit
+  const std::string text = serializeCalibration(c);
+  std::string why;
+  const std::optional<Calibration> back = parseCalibration(text, c.topology, why);
+  REQUIRE(back.has_value());
+  CHECK(*back == c);
+  for (Format format : allFormats())
+    for (std::size_t count : {std::size_t{1} << 16, std::size_t{1} << 20, std::size_t{1} << 24})
+      CHECK(chooseAlgorithm(*back, format, count, 2).algorithm == chooseAlgorithm(c, format, count, 2).algorithm);
+
+  auto refused = [&](const std::string& bad, const CalibrationTopology& expected) {
+    std::string reason;
+    const bool ok = parseCalibration(bad, expected, reason).has_value();
+    INFO(bad << "-> " << reason);
+    CHECK(!reason.empty());
+    return !ok;
+  };
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    const std::size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  CHECK(refused("", c.topology));
+  CHECK(refused("adaprec-calibration 2\n", c.topology));
+  CHECK(refused(text.substr(0, text.size() / 2), c.topology));  // truncated
+  CHECK(refused(replaced("ranks 4", "ranks four"), c.topology));
+  CHECK(refused(replaced("loaded ", "loaded -"), c.topology));
+  CHECK(refused(text + "nodes 4\n", c.topology));  // repeated
+  CHECK(refused(text + "colour blue\n", c.topology));
+  CHECK(refused(replaced("codec fp32", "codec fp33"), c.topology));
+  CHECK(refused(replaced("\nnative 1048576", "\nnative 100"), c.topology));  // sizes must ascend
+  // Another topology: each field.
+  for (CalibrationTopology other : {CalibrationTopology{5, 4, 1, "test"}, CalibrationTopology{4, 2, 2, "test"},
+                                    CalibrationTopology{4, 4, 2, "test"}, CalibrationTopology{4, 4, 1, "avx2"}})
+    CHECK(refused(text, other));
+}
