@@ -65,6 +65,9 @@ ADAPREC_HD void writeStreamWord(std::uint8_t* stream, unsigned m, std::size_t wo
   const std::size_t first = static_cast<std::size_t>(begin) / kElemBytes;
   const std::size_t last = static_cast<std::size_t>(end - 1) / kElemBytes;
   std::uint64_t window = 0;  // the codes of elements first..last, little-endian (at most 8 bytes)
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
   for (std::size_t e = first; e <= last; ++e) {
     window |= static_cast<std::uint64_t>(codeOf(e)) << (8 * kElemBytes * (e - first));
   }

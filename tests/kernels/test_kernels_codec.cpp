@@ -33,8 +33,9 @@ using adaprec::kernels::ThreadedLauncher;
 
 namespace {
 
-const std::size_t kCounts[] = {0, 1, 7, 31, 32, 33, 1000, 4095, 4096, 4097, (std::size_t{1} << 20) + 3};
-constexpr std::size_t kLarge = 5000;  // counts above this run fewer combinations (time, TSan)
+// 3 * kScaleBlock + 5: four scale blocks, so a grid of two blocks strides over them.
+const std::size_t kCounts[] = {0, 1, 7, 31, 32, 33, 1000, 4095, 4096, 4097, 3 * 4096 + 5, (std::size_t{1} << 20) + 3};
+constexpr std::size_t kLarge = 20000;  // counts above this run fewer combinations (time, TSan)
 
 // What a correct codec produces for one input.
 struct Expected {
@@ -172,8 +173,11 @@ TEST_CASE("threaded launcher: blocks of 1, 7, 32 and 256 threads agree with the 
     if (n > kLarge) return;  // the large count runs in kernels_codec; here threads and barriers matter
     const LaunchShape shapes[] = {{1, 65535}, {7, 2}, {32, 65535}, {256, 65535}};
     const LaunchShape& shape = shapes[variant % 4];
-    if (shape.threads == 256 && n < 1000) return;  // 256 mostly idle threads prove nothing more
-    checkLauncher(ThreadedLauncher{}, shape, f, x, acc, want, variant % 4, variant % 2);
+    if (shape.threads != 256 || n >= 1000) {  // 256 mostly idle threads prove nothing more
+      checkLauncher(ThreadedLauncher{}, shape, f, x, acc, want, variant % 4, variant % 2);
+    }
+    // A grid smaller than the work: blocks stride, and shared memory is reused within a block.
+    if (n > 4096) checkLauncher(ThreadedLauncher{}, LaunchShape{7, 2}, f, x, acc, want, (variant + 3) % 4, 1);
   });
 }
 #endif
