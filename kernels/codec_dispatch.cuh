@@ -9,6 +9,7 @@
 
 #include "adaprec/format.hpp"
 #include "codec_functors.cuh"
+#include "table_functors.cuh"
 #include "codec_launch.hpp"  // kLaunchUnsupported
 
 namespace adaprec::kernels {
@@ -23,6 +24,15 @@ inline unsigned gridFor(std::size_t work, std::size_t perBlock, const LaunchShap
   if (blocks == 0) return 1;  // an encoder still writes the header
   return blocks < shape.maxBlocks ? static_cast<unsigned>(blocks) : shape.maxBlocks;
 }
+
+// N of tableN/tableNz from the format id (docs/formats.md: ids 11..18 and 23..28), 0 otherwise; the
+// header-only kernels do not link lib/codec/format.cpp.
+inline unsigned tableBitsOf(std::uint8_t formatId) {
+  if (formatId >= 11 && formatId <= 18) return formatId - 10u;
+  if (formatId >= 23 && formatId <= 28) return formatId - 20u;
+  return 0;
+}
+inline bool tableHasZeroCode(std::uint8_t formatId) { return formatId >= 23 && formatId <= 28; }
 
 inline std::size_t scaleBlockCount(std::size_t count) { return (count + kScaleBlock - 1) / kScaleBlock; }
 
@@ -41,7 +51,7 @@ void launchEncodeScaled(Launch& launch, std::uint8_t formatId, const float* src,
          EncodeScaled<Math>{src, count, chunk, paramsBytes, formatId});
 }
 
-// Returns 0, or kLaunchUnsupported for a format without a kernel (Table-N).
+// Returns 0, or kLaunchUnsupported for a format id without a kernel.
 template <class Launch>
 int dispatchEncode(Launch&& launch, std::uint8_t formatId, const float* src, std::size_t count, void* chunk,
                    std::size_t paramsBytes, const LaunchShape& shape = {}) {
@@ -59,7 +69,15 @@ int dispatchEncode(Launch&& launch, std::uint8_t formatId, const float* src, std
       break;
     case Format::kFp8s: launchEncodeScaled<detail::Fp8Math>(launch, formatId, src, count, c, paramsBytes, shape); break;
     case Format::kE4m3: launchEncodeScaled<detail::E4m3Math>(launch, formatId, src, count, c, paramsBytes, shape); break;
-    default: return kLaunchUnsupported;
+    default: {
+      const unsigned bits = tableBitsOf(formatId);
+      if (bits == 0) return kLaunchUnsupported;
+      const bool zero = tableHasZeroCode(formatId);
+      // Table first (one block), then the codes against it, in stream order.
+      launch(1u, shape.threads, TableBuild{src, count, c, paramsBytes, formatId, bits, zero});
+      const std::size_t words = (count * bits + 7) / 8 / 4 + 2;
+      launch(gridFor(words, shape.threads, shape), shape.threads, TableEncode{src, count, c, paramsBytes, bits, zero});
+    }
   }
   return 0;
 }
@@ -93,7 +111,11 @@ int dispatchDecodeAs(Launch& launch, std::uint8_t formatId, const std::uint8_t* 
       launch(gridFor(scaleBlockCount(count), 1, shape), shape.threads,
              DecodeScaled<detail::E4m3Math, kAdd>{c, count, paramsBytes, out});
       break;
-    default: return kLaunchUnsupported;
+    default: {
+      const unsigned bits = tableBitsOf(formatId);
+      if (bits == 0) return kLaunchUnsupported;
+      launch(gridFor(count, shape.threads, shape), shape.threads, TableDecode<kAdd>{c, count, paramsBytes, out, bits});
+    }
   }
   return 0;
 }
@@ -105,7 +127,8 @@ int dispatchDecode(Launch&& launch, std::uint8_t formatId, const void* chunk, fl
   const auto* c = static_cast<const std::uint8_t*>(chunk);
   const bool supported = static_cast<Format>(formatId) == Format::kFp32 || static_cast<Format>(formatId) == Format::kBf16 ||
                          static_cast<Format>(formatId) == Format::kFp16 || static_cast<Format>(formatId) == Format::kFp8 ||
-                         static_cast<Format>(formatId) == Format::kFp8s || static_cast<Format>(formatId) == Format::kE4m3;
+                         static_cast<Format>(formatId) == Format::kFp8s || static_cast<Format>(formatId) == Format::kE4m3 ||
+                         tableBitsOf(formatId) != 0;
   if (!supported) return kLaunchUnsupported;
   if (count == 0) return 0;
   return add ? dispatchDecodeAs<true>(launch, formatId, c, count, paramsBytes, out, shape)

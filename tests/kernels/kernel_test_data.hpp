@@ -19,10 +19,21 @@ namespace kernel_test {
 
 using adaprec::Format;
 
-inline const Format kFormats[] = {Format::kFp32, Format::kBf16, Format::kFp16,
-                                  Format::kFp8,  Format::kFp8s, Format::kE4m3};
+inline const Format kFormats[] = {Format::kFp32,   Format::kBf16,   Format::kFp16,   Format::kFp8,
+                                  Format::kFp8s,   Format::kE4m3,   Format::kTable1, Format::kTable2,
+                                  Format::kTable3, Format::kTable4, Format::kTable5, Format::kTable6,
+                                  Format::kTable7, Format::kTable8, Format::kTable3z, Format::kTable4z,
+                                  Format::kTable5z, Format::kTable6z, Format::kTable7z, Format::kTable8z};
 
-inline const char* name(Format f) {
+inline unsigned tableBitsOf(Format f) {
+  const auto id = static_cast<unsigned>(f);
+  return id >= 11 && id <= 18 ? id - 10 : id >= 23 && id <= 28 ? id - 20 : 0;
+}
+
+inline std::string name(Format f) {
+  if (const unsigned bits = tableBitsOf(f); bits != 0) {
+    return "table" + std::to_string(bits) + (static_cast<unsigned>(f) >= 23 ? "z" : "");
+  }
   switch (f) {
     case Format::kFp32: return "fp32";
     case Format::kBf16: return "bf16";
@@ -40,16 +51,18 @@ inline std::size_t elementBytes(Format f) {
   return f == Format::kFp32 ? 4 : (f == Format::kBf16 || f == Format::kFp16) ? 2 : 1;
 }
 inline std::size_t paramsBytes(Format f, std::size_t n) {
+  if (const unsigned bits = tableBitsOf(f); bits != 0) return (4 * (std::size_t{1} << (bits - 1)) + 7) / 8 * 8;
   if (f != Format::kFp8s && f != Format::kE4m3) return 0;
   return (2 * ((n + adaprec::kScaleBlock - 1) / adaprec::kScaleBlock) + 7) / 8 * 8;
 }
 inline std::size_t chunkBytes(Format f, std::size_t n) {
-  return adaprec::kChunkHeaderBytes + paramsBytes(f, n) + n * elementBytes(f);
+  const unsigned bits = tableBitsOf(f);
+  return adaprec::kChunkHeaderBytes + paramsBytes(f, n) + (bits != 0 ? (n * bits + 7) / 8 : n * elementBytes(f));
 }
 
-enum class Kind { kNormal, kRandomBits, kSpecials, kTies, kAllEqual, kAllZero, kNearMax };
-inline const Kind kKinds[] = {Kind::kNormal, Kind::kRandomBits, Kind::kSpecials, Kind::kTies,
-                              Kind::kAllEqual, Kind::kAllZero,    Kind::kNearMax};
+enum class Kind { kNormal, kRandomBits, kSpecials, kTies, kAllEqual, kAllZero, kNearMax, kFewValues };
+inline const Kind kKinds[] = {Kind::kNormal,   Kind::kRandomBits, Kind::kSpecials, Kind::kTies,
+                              Kind::kAllEqual, Kind::kAllZero,    Kind::kNearMax,  Kind::kFewValues};
 inline const char* name(Kind k) {
   switch (k) {
     case Kind::kNormal: return "normal";
@@ -59,6 +72,7 @@ inline const char* name(Kind k) {
     case Kind::kAllEqual: return "all-equal";
     case Kind::kAllZero: return "all-zero";
     case Kind::kNearMax: return "near-FLT_MAX";
+    case Kind::kFewValues: return "few-values";
   }
   return "?";
 }
@@ -121,6 +135,13 @@ inline std::vector<float> makeData(Kind kind, std::size_t n, unsigned seed) {
         x[i] = (i % 2) == 0 ? v : -v;
       }
       break;
+    case Kind::kFewValues: {
+      // Few distinct magnitudes and their exact midpoints (1, 1.5, 2, 2.5, 3, 0): Table-N entries land
+      // on these values, so elements tie exactly with a decision threshold.
+      const float values[] = {0.0f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f};
+      for (float& v : x) v = (rng() & 1 ? -1.0f : 1.0f) * values[rng() % 6];
+      break;
+    }
   }
   return x;
 }
