@@ -154,6 +154,9 @@ struct TableEncode {
       std::size_t lastCode = (8 * stop - 1) / bits;
       if (lastCode >= count) lastCode = count - 1;  // padding bits stay 0
       std::uint64_t window = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1  // rolled: fewer registers (docs/gpu.md, ptxas figures)
+#endif
       for (std::size_t i = firstCode; i <= lastCode; ++i) {
         window |= static_cast<std::uint64_t>(codeOf(i)) << (bits * (i - firstCode));
       }

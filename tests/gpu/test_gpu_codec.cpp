@@ -1,7 +1,6 @@
-// GPU codecs vs the host reference: identical chunk bytes and decoded values for the element-wise and
-// block-scaled formats, at awkward counts, on random and adversarial data, with chunks at every byte
-// misalignment. Exits 77 (skipped) when no CUDA device is visible. The same kernel source runs on the
-// CPU in tests/kernels (serial and threaded launchers); this test is what only a GPU can show
+// GPU codecs vs the host reference: identical chunk bytes and decoded values for every format, at
+// awkward counts, on random and adversarial data, with chunks at every byte misalignment. Exits 77
+// (skipped) when no CUDA device is visible. The same kernel source runs on the CPU in tests/kernels (serial and threaded launchers); this test is what only a GPU can show
 // (docs/gpu.md): the __CUDA_ARCH__ branches, the device's rounding and NaN behaviour, real stores.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -56,8 +55,7 @@ bool sameSum(const std::vector<float>& want, const std::vector<float>& got) {
 }  // namespace
 
 TEST_CASE("GPU encode/decode/decodeAdd are bit-identical to the host codec", "[gpu]") {
-  const Format formats[] = {Format::kFp32, Format::kBf16, Format::kFp16, Format::kFp8, Format::kFp8s, Format::kE4m3};
-  for (Format f : formats) {
+  for (Format f : allFormats()) {
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{31}, std::size_t{32},
                           std::size_t{33}, std::size_t{1000}, std::size_t{4095}, std::size_t{4096}, std::size_t{4097},
                           (std::size_t{1} << 20) + 3}) {
