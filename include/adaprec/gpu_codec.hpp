@@ -1,8 +1,8 @@
-// GPU codecs (built with -Dcuda=enabled/auto when nvcc is present) for the element-wise and
-// block-scaled formats (fp32, bf16, fp16, fp8, fp8s, e4m3), on the same scalar math as the host
-// reference (include/adaprec/detail/scalar_convert.hpp), so a chunk encoded here is byte-identical
-// to adaprec::encode's. Table-N on the GPU is not provided yet: these calls throw
-// Error(kUnsupported) for table formats, as they do in a build without CUDA.
+// GPU codecs (built with -Dcuda=enabled/auto when nvcc is present) for every wire format (fp32, bf16,
+// fp16, fp8, fp8s, e4m3, table1..table8, table3z..table8z), on the same scalar math as the host
+// reference (include/adaprec/detail/scalar_convert.hpp, table_spec.hpp), so a chunk encoded here is
+// byte-identical to adaprec::encode's (docs/gpu.md). In a build without CUDA these calls throw
+// Error(kUnsupported).
 //
 // All buffers are device pointers; every call is stream-ordered on `stream` (a cudaStream_t, nullptr
 // = the default stream), allocates nothing and can be captured in a CUDA graph. Decoders trust the

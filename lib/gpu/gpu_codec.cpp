@@ -19,7 +19,7 @@ namespace {
 
 void checkLaunch(int status, Format format, const char* what) {
   ADAPREC_CHECK(status != kernels::kLaunchUnsupported, ErrorCode::kUnsupported,
-                "no GPU " << what << " for " << formatName(format) << " yet (Table-N runs on the host codec)");
+                "no GPU " << what << " for " << formatName(format));
   ADAPREC_CHECK(status == 0, ErrorCode::kCuda,
                 "GPU " << what << " of " << formatName(format) << ": "
                        << cudaGetErrorString(static_cast<cudaError_t>(status)));

@@ -16,6 +16,9 @@ ADAPREC_TEST_PACKAGES=(python3-torch python3-venv)
 # What the fuzz build needs on top (tools/fuzz, tools/test --ci): clang 14 and its runtime (libFuzzer,
 # ASan, UBSan). Passed to adaprec_install_missing by the scripts that build build-fuzz/.
 ADAPREC_FUZZ_PACKAGES=(clang-14 libclang-rt-14-dev)
+# What the ThreadSanitizer build of the kernel launcher test needs (tools/test --tsan, --ci): clang 14
+# with its TSan runtime (GCC's libtsan is not always installed).
+ADAPREC_TSAN_PACKAGES=(clang-14 libclang-rt-14-dev)
 
 adaprec_install_missing() {
   local missing=() p
@@ -54,5 +57,14 @@ adaprec_build() {
 adaprec_fuzz_setup() {
   [ -f build-fuzz/build.ninja ] && return 0
   CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debugoptimized -Dcuda=disabled -Dnccl=disabled -Dbench=false
+}
+
+# adaprec_tsan_setup: configure build-tsan/ once: clang 14 with ThreadSanitizer, host only. tools/test
+# builds and runs only its suite tsan there (kernels_threaded: the threaded CPU kernel launcher, which
+# needs no library), so the step stays small.
+adaprec_tsan_setup() {
+  [ -f build-tsan/build.ninja ] && return 0
+  CC=clang-14 CXX=clang++-14 meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
     -Dbuildtype=debugoptimized -Dcuda=disabled -Dnccl=disabled -Dbench=false
 }
