@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
+#include "communicator/timeline.hpp"
 
 namespace adaprec::policy {
 namespace {
@@ -39,7 +41,8 @@ void ControllerConfig::check() const {
   ADAPREC_CHECK_ARG(maxOverhead > 0 && maxOverhead <= 1, "max overhead " << maxOverhead << " must be in (0, 1]");
 }
 
-PrecisionController::PrecisionController(ControllerConfig config) : config_(std::move(config)) {
+PrecisionController::PrecisionController(ControllerConfig config)
+    : config_(std::move(config)), nextPhase_(config_.firstPhaseStep) {
   config_.check();
   for (const std::string& c : config_.candidates) {
     FormatSpec spec = parseFormatSpec(c);
@@ -201,6 +204,18 @@ void PrecisionController::runPhase(trainer::Trainer& trainer) {
   }
   j["candidates"] = cands;
   trainer.logLine(j.dump());
+  // The decision on this rank's allreduce timeline (ADAPREC_TIMELINE, docs/timeline.md), where it lands
+  // between the allreduce calls of the branches and of the continuation.
+  if (const std::string path = CommunicatorOptions::fromEnvironment().timelinePath; !path.empty()) {
+    nlohmann::json args{{"phase", decisions_}, {"step", start}, {"choice", config_.candidates[current_]}};
+    for (std::size_t c = 0; c < observations.size(); ++c) {
+      args["candidates"].push_back({{"name", decision.verdicts[c].name},
+                                    {"predicted_mean", decision.verdicts[c].predictedMean},
+                                    {"predicted_sd", decision.verdicts[c].predictedSd},
+                                    {"chosen", c == current_}});
+    }
+    detail::Timeline::open(path, trainer.rank())->instant("decision", args.dump());
+  }
   if (trainer.rank() == 0 && trainer.config().progress) {
     std::fprintf(stderr, "\ndecision %zu at step %llu (epoch %.2f): ", decisions_, static_cast<unsigned long long>(start),
                  j["epoch"].get<double>());
