@@ -86,8 +86,11 @@ def plot_wall_time(plt, runs, title, output):
             ax.axvline(end, color=colour, lw=1, ls=":")
             ax.annotate(f"decision {d['phase']}: {d['choice']}", (end, 0.03), xycoords=("data", "axes fraction"),
                         rotation=90, fontsize=9, color=colour, ha="right", va="bottom")
-    if any(d for _, _, d in runs):
-        ax.axvspan(0, 0, color="grey", alpha=0.12, label="speculation (all candidates' branches), then a decision")
+    for i, (_, _, decisions) in enumerate(runs):
+        if decisions:
+            ax.axvspan(0, 0, color=colours[i % len(colours)], alpha=0.12,
+                       label="speculation (every candidate's branch), then a decision")
+            break
     ax.set_ylim(max(0.0, low - 0.05), min(1.0, max(target, *(e["test_accuracy"] for _, ev, _ in runs for e in ev)) + 0.02))
     ax.set_xlim(left=0)
     ax.set_xlabel("wall time (s)")
@@ -114,7 +117,7 @@ def plot_controller(plt, name, evals, decisions, title, output):
         top.axvline(d["step"], color=palette.colour(d["choice"]), lw=1.2, ls="--")
         top.annotate(f"decision {d['phase']}\n→ {d['choice']}", (d["step"], 0.96), xycoords=("data", "axes fraction"),
                      xytext=(4, 0), textcoords="offset points", fontsize=9, color=palette.colour(d["choice"]),
-                     fontweight="bold", va="top")
+                     fontweight="bold", va="top", bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85))
     top.set_xlim(0, max(e["step"] for e in evals) * 1.02)
     top.set_xlabel("step")
     top.set_ylabel("test accuracy")
@@ -143,7 +146,7 @@ def plot_controller(plt, name, evals, decisions, title, output):
         branches.set_xlabel("steps into the phase")
         branches.set_ylabel("validation accuracy")
         branches.grid(alpha=0.3)
-        branches.legend(fontsize=7, loc="lower right")
+        branches.legend(fontsize=7, loc="best")
         for i, cand in enumerate(cands):
             chosen = cand["name"] == d["choice"]
             colour = palette.colour(cand["name"])
