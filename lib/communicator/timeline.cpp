@@ -37,6 +37,7 @@ const char* kindName(Timeline::Kind kind) {
     case Timeline::Kind::kDecode: return "decode";
     case Timeline::Kind::kDecodeAdd: return "decodeAdd";
     case Timeline::Kind::kWait: return "wait";
+    case Timeline::Kind::kInstant: return "instant";
   }
   return "unknown";
 }
@@ -95,6 +96,20 @@ void Timeline::call(std::uint64_t startTicks, std::uint64_t endTicks, const Allr
              stats.fp32Bytes});
 }
 
+void Timeline::instant(const std::string& name, const std::string& argsJson) {
+  for (const char c : name) {
+    ADAPREC_CHECK_ARG(c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20,
+                      "timeline event name '" << name << "' must not hold quotes, backslashes or control characters");
+  }
+  // One event per line is what keeps a killed rank's file readable (docs/timeline.md).
+  ADAPREC_CHECK_ARG(argsJson.find('\n') == std::string::npos, "timeline event arguments must be one line");
+  const std::uint64_t now = fastClockTicks();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  instants_.emplace_back(name, argsJson);
+  events_.push_back(Event{Kind::kInstant, now, now, Format::kFp32, Algorithm::kNative, instants_.size() - 1, 0, 0});
+  if (events_.size() >= kFlushEvents) writeLocked();
+}
+
 void Timeline::flush() {
   const std::lock_guard<std::mutex> lock(mutex_);
   writeLocked();
@@ -106,6 +121,19 @@ void Timeline::writeLocked() {
   char line[512];
   for (const Event& e : events_) {
     const double ts = microsFromOrigin(e.start);
+    if (e.kind == Kind::kInstant) {
+      const auto& [name, args] = instants_[e.count];
+      const int n = std::snprintf(line, sizeof line, "%s{\"name\":\"", first_ ? "" : ",");
+      text_.append(line, static_cast<std::size_t>(n));
+      text_ += name;
+      const int m = std::snprintf(line, sizeof line, "\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":0,\"ts\":%.3f",
+                                  rank_, ts);
+      text_.append(line, static_cast<std::size_t>(m));
+      if (!args.empty()) text_ += ",\"args\":" + args;
+      text_ += "}\n";
+      first_ = false;
+      continue;
+    }
     const double dur = fastClockSeconds(e.start, e.end) * 1e6;
     // Every event after the first starts with the comma, so the file up to any flush is a JSON array
     // that lacks only its closing bracket.
@@ -125,6 +153,7 @@ void Timeline::writeLocked() {
     text_ += "}\n";
   }
   events_.clear();
+  instants_.clear();
   // One write per flush: a rank killed between flushes leaves whole lines.
   std::fwrite(text_.data(), 1, text_.size(), file_);
   std::fflush(file_);

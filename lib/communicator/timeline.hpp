@@ -1,6 +1,7 @@
 // The allreduce timeline (ADAPREC_TIMELINE, CommunicatorOptions::timelinePath): a Chrome Trace Event
 // Format file per rank, `<path>.rank<N>.json`, holding one complete event ("ph":"X") per allreduce call
-// and nested ones for its agreement check and every encode, decode, decodeAdd and transfer wait.
+// and nested ones for its agreement check and every encode, decode, decodeAdd and transfer wait, and
+// instant events ("ph":"i") that callers above the engine add (the precision controller's decisions).
 // docs/timeline.md describes the file.
 //
 // Events are buffered in memory and written when the buffer holds kFlushEvents events, when a
@@ -18,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "adaprec/communicator.hpp"
@@ -26,7 +28,7 @@ namespace adaprec::detail {
 
 class Timeline {
  public:
-  enum class Kind : std::uint8_t { kAllreduce, kAgreement, kEncode, kDecode, kDecodeAdd, kWait };
+  enum class Kind : std::uint8_t { kAllreduce, kAgreement, kEncode, kDecode, kDecodeAdd, kWait, kInstant };
   static constexpr std::size_t kFlushEvents = 4096;
 
   // The shared recorder of `path + ".rank" + rank + ".json"`; the file is created (truncated) the first
@@ -38,6 +40,11 @@ class Timeline {
   void span(Kind kind, std::uint64_t startTicks, std::uint64_t endTicks);
   // The span of a whole allreduce call, with its arguments.
   void call(std::uint64_t startTicks, std::uint64_t endTicks, const AllreduceStats& stats);
+  // An instant event ("ph":"i", thread scope) at this moment on this rank's track. `name` is plain text
+  // (no quote, backslash or control character: Error(kInvalidArgument) otherwise); `argsJson` is the
+  // one-line text of a JSON object (e.g. nlohmann::json::dump()), written as the event's "args" (empty: none). Not for the hot path: it copies
+  // both strings.
+  void instant(const std::string& name, const std::string& argsJson);
   // Writes the buffered events to the file (and fflush).
   void flush();
 
@@ -49,7 +56,7 @@ class Timeline {
  private:
   struct Event {
     Kind kind;
-    std::uint64_t start;
+    std::uint64_t start;  // kInstant: `count` indexes instants_
     std::uint64_t end;
     Format format;
     Algorithm algorithm;
@@ -65,6 +72,7 @@ class Timeline {
   int rank_;
   bool first_ = true;
   std::vector<Event> events_;
+  std::vector<std::pair<std::string, std::string>> instants_;  // name, args of buffered instant events
   std::string text_;
 };
 

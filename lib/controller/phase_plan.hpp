@@ -20,6 +20,10 @@ struct ControllerConfig {
   std::uint64_t speculativeSteps = 30;    // per candidate branch
   int evalPoints = 3;                     // validation evaluations along each branch
   std::uint64_t continuationSteps = 300;  // after each decision
+  // Steps trained before the first speculative phase (adaprec-train: in fp32, --spec-start): branches
+  // of a model that has learnt something predict more than those of an untrained one. 0: the first
+  // phase at step 0.
+  std::uint64_t firstPhaseStep = 0;
   std::size_t validationImages = 1000;    // of the held-out validation set
   // Upper bound on the share of a phase's wall time spent on speculation that is thrown away (the
   // other candidates' branches, the evaluations): the continuation is lengthened beyond

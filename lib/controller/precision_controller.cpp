@@ -23,7 +23,8 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-PrecisionController::PrecisionController(ControllerConfig config) : config_(std::move(config)) {
+PrecisionController::PrecisionController(ControllerConfig config)
+    : config_(std::move(config)), nextPhase_(config_.firstPhaseStep) {
   config_.check();
   config_.baseline();  // rejects "adaptive" and unknown formats
   for (const std::string& c : config_.candidates) specs_.push_back(parseFormatSpec(c));

@@ -1,7 +1,11 @@
 #include "trainer/controller_adapter.hpp"
 
+#include "adaprec/communicator.hpp"
+#include "communicator/timeline.hpp"
+
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace adaprec::trainer {
 namespace {
@@ -69,6 +73,7 @@ class TrainerSession final : public controller::SpeculativeTrainer {
 
   void record(const std::string& json, const std::string& humanLine) override {
     trainer_.logLine(json);
+    recordOnTimeline(json);
     if (trainer_.rank() == 0 && trainer_.config().progress) std::fputs(humanLine.c_str(), stderr);
   }
   double epochAt(std::uint64_t step) const override {
@@ -77,6 +82,23 @@ class TrainerSession final : public controller::SpeculativeTrainer {
   double wallSeconds() const override { return trainer_.wallSeconds(); }
 
  private:
+  // A decision on this rank's allreduce timeline (ADAPREC_TIMELINE, docs/timeline.md), where it lands
+  // between the allreduce calls of the branches and of the continuation.
+  void recordOnTimeline(const std::string& json) const {
+    const std::string path = CommunicatorOptions::fromEnvironment().timelinePath;
+    if (path.empty()) return;
+    const nlohmann::json record = nlohmann::json::parse(json);
+    if (record.value("event", "") != "decision") return;
+    nlohmann::json args{{"phase", record.at("phase")}, {"step", record.at("step")}, {"choice", record.at("choice")}};
+    for (const nlohmann::json& c : record.at("candidates")) {
+      args["candidates"].push_back({{"name", c.at("name")},
+                                    {"predicted_mean", c.at("predicted_mean")},
+                                    {"predicted_sd", c.at("predicted_sd")},
+                                    {"chosen", c.at("name") == record.at("choice")}});
+    }
+    detail::Timeline::open(path, trainer_.rank())->instant("decision", args.dump());
+  }
+
   Trainer& trainer_;
 };
 

@@ -120,6 +120,9 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
   app.add_option("--spec-evals", o.specEvals, "--format adaptive: validation evaluations along each branch")
       ->check(atLeast(1))
       ->capture_default_str();
+  app.add_option("--spec-start", o.specStart, "--format adaptive: steps trained in fp32 before the first "
+                                              "speculative phase (0: the first decision at step 0)")
+      ->capture_default_str();
   app.add_option("--phase-steps", o.phaseSteps, "--format adaptive: minimum continuation steps after each decision")
       ->check(atLeast(1))
       ->capture_default_str();
@@ -280,7 +283,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
   // The layer list is needed to parse per-layer formats before the trainer exists.
   const std::vector<LayerRange> layers = makeModel(o.trainer.model, Shape{1, train.rows, train.cols}, train.classes)
                                              ->layerRanges();
-  // Adaptive runs start in fp32; the controller switches formats from its first decision (at step 0).
+  // Adaptive runs start in fp32; the controller switches formats from its first decision (--spec-start).
   const std::vector<FormatSpec> formats = parseLayerFormats(adaptive ? "fp32" : o.format, layers);
   bool allFp32 = true;
   for (const FormatSpec& f : formats) allFp32 &= f == FormatSpec{};
@@ -319,6 +322,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.speculativeSteps = o.specSteps;
     cc.evalPoints = o.specEvals;
     cc.continuationSteps = o.phaseSteps;
+    cc.firstPhaseStep = o.specStart;
     cc.maxOverhead = o.maxOverhead;
     cc.validationImages = o.validationImages;
     cc.rule = controller::parseDecisionRule(o.rule);

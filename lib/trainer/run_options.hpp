@@ -32,6 +32,7 @@ struct RunOptions {
   // --format adaptive (the precision controller, lib/controller)
   std::uint64_t specSteps = 30;       // steps per speculative branch
   int specEvals = 3;                  // validation evaluations per branch
+  std::uint64_t specStart = 0;        // steps in fp32 before the first speculative phase
   std::uint64_t phaseSteps = 300;     // continuation steps after each decision
   double maxOverhead = 0.25;          // bound on abandoned speculation per phase (lengthens phases)
   std::size_t validationImages = 1000;

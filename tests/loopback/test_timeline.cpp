@@ -1,9 +1,10 @@
 // The allreduce timeline (CommunicatorOptions::timelinePath, ADAPREC_TIMELINE) on loopback ranks: one
 // file per rank, well-formed complete events, one call event per allreduce with its arguments, every
-// step span inside its call, steps summing to at most the call, and the tolerant reading of a file
-// whose array is not closed.
+// step span inside its call, steps summing to at most the call, the tolerant reading of a file whose
+// array is not closed, and instant events (the controller's decisions) between the calls.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -14,6 +15,7 @@
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
 #include "adaprec/transport.hpp"
+#include "communicator/timeline.hpp"
 #include "timeline_file.hpp"
 
 using namespace adaprec;
@@ -194,4 +196,61 @@ TEST_CASE("timeline: an unwritable path is refused when the Communicator is buil
     }
   });
   CHECK(refused);
+}
+
+TEST_CASE("timeline: instant events between the calls, with their arguments", "[timeline]") {
+  const std::filesystem::path dir = freshDirectory();
+  const std::string prefix = (dir / "instants").string();
+  std::vector<int> refused(2, 0);
+  LoopbackGroup group(2, 0);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.timelinePath = prefix;
+    Communicator comm(transport, options);
+    // The recorder the Communicator writes to: the controller reaches it the same way.
+    const std::shared_ptr<detail::Timeline> timeline = detail::Timeline::open(prefix, rank);
+    std::vector<float> data(4096, 1.0f);
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("fp16");
+    opt.algorithm = Algorithm::kRing;
+    comm.allreduce(data.data(), data.size(), opt);
+    timeline->instant("decision", R"({"choice":"fp16","candidates":[{"name":"fp16","chosen":true}]})");
+    comm.allreduce(data.data(), data.size(), opt);
+    timeline->instant("mark", "");
+    // Catch2's assertions are not thread-safe: the verdicts are checked after the ranks joined.
+    for (const auto& [name, args] : {std::pair<const char*, const char*>{"a \"quoted\" name", ""}, {"x", "{\n}"}}) {
+      try {
+        timeline->instant(name, args);
+      } catch (const Error& e) {
+        refused[static_cast<std::size_t>(rank)] += e.code() == ErrorCode::kInvalidArgument;
+      }
+    }
+  });
+  CHECK(refused == std::vector<int>{2, 2});
+  for (int rank = 0; rank < 2; ++rank) {
+    const json events = parseTimelineText(readTextFile(prefix + ".rank" + std::to_string(rank) + ".json"));
+    std::vector<std::string> order;
+    std::vector<double> times;
+    for (const json& e : events) {
+      if (e.at("name") == "allreduce" || e.at("ph") == "i") {
+        order.push_back(e.at("name"));
+        times.push_back(e.at("ts"));
+      }
+      if (e.at("ph") != "i") continue;
+      CHECK(e.at("s") == "t");
+      CHECK(e.at("pid") == rank);
+      CHECK(e.at("tid") == 0);
+      CHECK_FALSE(e.contains("dur"));
+      if (e.at("name") == "decision") {
+        CHECK(e.at("args").at("choice") == "fp16");
+        CHECK(e.at("args").at("candidates")[0].at("chosen") == true);
+      } else {
+        CHECK_FALSE(e.contains("args"));
+      }
+    }
+    // Written in the order they happened, each instant after the call before it.
+    CHECK(order == std::vector<std::string>{"allreduce", "decision", "allreduce", "mark"});
+    CHECK(std::is_sorted(times.begin(), times.end()));
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -14,6 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "../loopback/timeline_file.hpp"
 #include "adaprec/error.hpp"
 #include "trainer/run_options.hpp"
 
@@ -172,22 +175,76 @@ int main(int argc, char** argv) {
       o.phaseSteps = 12;
       o.maxOverhead = 1;  // fixed 12-step continuations, so the number of phases does not follow timing
       o.validationImages = 200;
+      o.specStart = 3;    // the first phase after 3 steps in fp32
       o.trainer.epochs = 2;
       o.trainer.logPath = dir + "/log.jsonl";
-      const RunResult r = runTraining(o, MPI_COMM_WORLD);
+      // Every rank's timeline gets the decisions as instant events (docs/timeline.md).
+      ::setenv("ADAPREC_TIMELINE", (dir + "/tl").c_str(), 1);
+      RunResult r;
+      try {
+        r = runTraining(o, MPI_COMM_WORLD);
+      } catch (...) {
+        ::unsetenv("ADAPREC_TIMELINE");
+        throw;
+      }
+      ::unsetenv("ADAPREC_TIMELINE");
       std::string why;
       if (!(r.final.accuracy > 0.85)) why += "accuracy " + std::to_string(r.final.accuracy) + "; ";
-      if (gRank == 0) {
+      // Every rank reads rank 0's log (written before the run returned) and checks its own timeline.
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::vector<nlohmann::json> decisions;
+      int summaries = 0;
+      {
         std::ifstream in(o.trainer.logPath);
-        int decisions = 0, summaries = 0;
         for (std::string line; std::getline(in, line);) {
-          decisions += line.find("\"event\":\"decision\"") != std::string::npos;
-          summaries += line.find("\"event\":\"controller_summary\"") != std::string::npos;
+          const nlohmann::json j = nlohmann::json::parse(line);
+          if (j.at("event") == "decision") decisions.push_back(j);
+          summaries += j.at("event") == "controller_summary";
         }
-        // 1400 images / (16 x ranks) steps per epoch x 2 epochs; a phase every 6 + 12 steps.
-        if (decisions < 2) why += "only " + std::to_string(decisions) + " decisions logged; ";
-        if (summaries != 1) why += "controller summary missing; ";
       }
+      // 1400 images / (16 x ranks) steps per epoch x 2 epochs; a phase every 6 + 12 steps from step 3.
+      if (decisions.size() < 2) why += "only " + std::to_string(decisions.size()) + " decisions logged; ";
+      if (summaries != 1) why += "controller summary missing; ";
+      if (!decisions.empty() && decisions[0].at("step") != 3) why += "first decision not at --spec-start; ";
+      const nlohmann::json events = test::parseTimelineText(test::readTextFile(dir + "/tl.rank" + std::to_string(gRank) + ".json"));
+      std::size_t instants = 0, calls = 0;
+      for (const nlohmann::json& e : events) {
+        calls += e.at("name") == "allreduce";
+        if (e.at("ph") != "i") continue;
+        if (e.at("name") != "decision" || e.at("s") != "t" || e.at("pid") != gRank || !e.at("ts").is_number()) {
+          why += "malformed instant event " + e.dump() + "; ";
+          continue;
+        }
+        if (instants >= decisions.size()) {
+          ++instants;
+          continue;
+        }
+        // The same numbers as the log's decision line, one chosen candidate: the logged choice.
+        const nlohmann::json& args = e.at("args");
+        const nlohmann::json& logged = decisions[instants++];
+        if (args.at("step") != logged.at("step") || args.at("choice") != logged.at("choice") ||
+            args.at("candidates").size() != logged.at("candidates").size()) {
+          why += "instant " + args.dump() + " disagrees with the log; ";
+          continue;
+        }
+        int chosen = 0;
+        for (std::size_t c = 0; c < args.at("candidates").size(); ++c) {
+          const nlohmann::json& a = args.at("candidates")[c];
+          const nlohmann::json& l = logged.at("candidates")[c];
+          if (a.at("name") != l.at("name") || a.at("predicted_mean") != l.at("predicted_mean") ||
+              a.at("predicted_sd") != l.at("predicted_sd")) {
+            why += "candidate " + a.dump() + " disagrees with the log; ";
+          }
+          if (a.at("chosen").get<bool>()) chosen += a.at("name") == logged.at("choice") ? 1 : 100;
+        }
+        if (chosen != 1) why += "instant " + args.dump() + " does not mark the choice once; ";
+      }
+      if (instants != decisions.size()) {
+        why += std::to_string(instants) + " decision instants on the timeline, " + std::to_string(decisions.size()) +
+               " decisions logged; ";
+      }
+      if (calls == 0) why += "no allreduce on the timeline; ";
+      MPI_Barrier(MPI_COMM_WORLD);
       removeDir(dir);
       return why;
     });
