@@ -105,12 +105,14 @@ int main(int argc, char** argv) {
   bool mcmc = false, timing = false;
   ap::ModelOptions defaults;
   double annealingSd = defaults.annealingHeadroomSd, momentum = defaults.annealingMomentum;
+  int nodes = defaults.annealingNodes;
   app.add_option("csv", inputs, "curve CSVs")->required();
   app.add_option("--cutoffs", cutoffs, "fractions of each curve's last step")->delimiter(',');
   app.add_flag("--mcmc", mcmc, "also the MCMC reference with the schedule (slow)");
   app.add_flag("--timing", timing, "time fit + predict of 5 curves x 30 points with the schedule");
   app.add_option("--annealing-sd", annealingSd, "ModelOptions::annealingHeadroomSd (tuning only)");
   app.add_option("--momentum", momentum, "ModelOptions::annealingMomentum (tuning only)");
+  app.add_option("--annealing-nodes", nodes, "ModelOptions::annealingNodes (tuning only)");
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Row> rows = readCurves(inputs);
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
         scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(row.spec));
         scheduled.annealingHeadroomSd = annealingSd;
         scheduled.annealingMomentum = momentum;
+        scheduled.annealingNodes = nodes;
         for (const std::string& method : methods) {
           if (method == "last" || method == "pow3") continue;
           const ap::Posterior posterior = method == "fast-noschedule" ? ap::fitFast({observed}, plain)
@@ -172,19 +175,28 @@ int main(int argc, char** argv) {
         if (five.size() == 5) break;
       }
       ADAPREC_CHECK(five.size() == 5, adaprec::ErrorCode::kInvalidArgument, "--timing: need 5 curves of >= 30 points");
-      ap::ModelOptions scheduled;
+      ap::ModelOptions plain, scheduled;
       scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(spec));
-      std::vector<double> ms;
+      scheduled.annealingHeadroomSd = annealingSd;
+      scheduled.annealingMomentum = momentum;
+      scheduled.annealingNodes = nodes;
+      // Interleaved, so that both see the same load.
+      std::vector<double> ms[2];
       double sink = 0;
       for (int run = 0; run < 21; ++run) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const ap::Posterior posterior = ap::fitFast(five, scheduled);
-        for (std::size_t c = 0; c < 5; ++c) sink += posterior.predict(c, 2 * five[c].steps.back()).mean;
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        for (int which = 0; which < 2; ++which) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const ap::Posterior posterior = ap::fitFast(five, which ? scheduled : plain);
+          for (std::size_t c = 0; c < 5; ++c) sink += posterior.predict(c, 2 * five[c].steps.back()).mean;
+          ms[which].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        }
       }
-      std::sort(ms.begin(), ms.end());
-      std::printf("timing: fit + predict, 5 curves x 30 points, schedule %s: median %.2f ms (min %.2f, max %.2f) [%g]\n",
-                  spec.c_str(), ms[10], ms.front(), ms.back(), sink > 0 ? 1.0 : 0.0);
+      for (int which = 0; which < 2; ++which) {
+        std::sort(ms[which].begin(), ms[which].end());
+        std::printf("timing: fit + predict, 5 curves x 30 points, %s: median %.2f ms (min %.2f, max %.2f)%s\n",
+                    which ? ("schedule " + spec).c_str() : "no schedule", ms[which][10], ms[which].front(),
+                    ms[which].back(), sink > 0 ? "" : " ");
+      }
     }
   } catch (const adaprec::Error& e) {
     std::fprintf(stderr, "adaprec-schedule-bench: %s\n", e.what());
