@@ -91,6 +91,7 @@ struct Cell {
   double u0, u1, logSigma;
   double binomialScale;  // lambda: discrete, never split
   double sharedSd;       // tau: discrete, never split
+  std::size_t annealing; // index of the annealing coefficient c (Data::annealingGains): discrete, never split
   double h0, h1, hs;
   double logPrior, logWeight;
   std::ptrdiff_t fit;  // first of its curves' posteriors in the fit pool
@@ -225,11 +226,13 @@ class SymmetricTables {
 class CellEvaluator {
  public:
   CellEvaluator(const detail::Data& data, const detail::EvidencePrior& prior, double margin)
-      : data_(data), prior_(prior), fits_(data.curves.size()), margin_(margin) {}
+      : data_(&data), prior_(prior), fits_(data.curves.size()), margin_(margin) {}
+  // The data the next cells see (the observations less one annealing node's c * S2).
+  void use(const detail::Data& data) { data_ = &data; }
 
   void add(const Cell& shape, const NoiseNodes& nodes, SymmetricTables* tables, const std::vector<double>& g,
            std::vector<Cell>& cells, FitPool& pool) {
-    const std::vector<detail::SymmetricSums>* sums = tables ? &tables->thetaSums(data_, g) : nullptr;
+    const std::vector<detail::SymmetricSums>* sums = tables ? &tables->thetaSums(*data_, g) : nullptr;
     const std::size_t sharedCount = nodes.shared.size();
     for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
       detail::SymmetricContrasts contrasts;
@@ -243,7 +246,7 @@ class CellEvaluator {
         const double floor = maxLog_ - margin_ - cell.logPrior;
         const double logEvidence =
             sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, contrasts, &fits_, floor)
-                 : detail::jointEvidence(data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
+                 : detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
         cell.logWeight = cell.logPrior + logEvidence;
         // A cell lighter than the margin below the heaviest so far can never survive pruning: it is
         // not kept at all (its mass is below the pruned mass by construction).
@@ -258,7 +261,7 @@ class CellEvaluator {
   }
 
  private:
-  const detail::Data& data_;
+  const detail::Data* data_;
   const detail::EvidencePrior& prior_;
   std::vector<CurveFit> fits_;
   double margin_;
@@ -333,7 +336,7 @@ std::vector<std::size_t> withoutLightest(const std::vector<Cell>& cells, double 
 // coefficient is the gain reached at x = 1 (rescaled to b when the components are stored).
 class GainBasis {
  public:
-  GainBasis(const detail::Data& data, const ModelOptions& model) : table_(data.distinctX), model_(model) {}
+  GainBasis(const detail::Data& data, const ModelOptions& model) : table_(data.basisX), model_(model) {}
   const std::vector<double>& values(Family family, const std::array<double, 2>& theta) {
     const std::vector<double>& g = table_.values(family, theta);
     if (!model_.gainAtStepScale) return g;
@@ -411,8 +414,16 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
   const std::size_t cellsPerTheta = nodes.sd.size() * nodes.shared.size();
   const double logNoisePrior = -std::log(static_cast<double>(cellsPerTheta));
   const double noiseHalfWidth = 0.5 * (hi - lo) / sigmaCount;
-  std::optional<SymmetricTables> tables;
-  if (data.symmetric) tables.emplace(data, nodes);
+  // One copy of the data per annealing node c, observations less c * S2 (one node, c = 0, without a
+  // schedule: today's model exactly), each with its tables.
+  const std::size_t annealingCount = data.annealingGains.size();
+  const double logAnnealingPrior = -std::log(static_cast<double>(annealingCount));
+  std::vector<detail::Data> shifted;
+  std::vector<std::optional<SymmetricTables>> tables(annealingCount);
+  for (std::size_t a = 0; a < annealingCount; ++a) {
+    shifted.push_back(detail::withoutAnnealing(data, data.annealingGains[a]));
+    if (data.symmetric) tables[a].emplace(shifted[a], nodes);
+  }
 
   const detail::EvidencePrior prior = detail::evidencePrior(model);
   GainBasis basis(data, model);
@@ -422,9 +433,13 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
   std::vector<Cell> cells;
   cells.reserve(thetaGrid.size() * cellsPerTheta);
   for (const ThetaNode& node : thetaGrid) {
-    const Cell shape{node.family, node.u0, node.u1, 0, 1, 0, node.h0, node.h1, noiseHalfWidth,
-                     node.logPrior + logNoisePrior, 0, -1};
-    evaluator.add(shape, nodes, tables ? &*tables : nullptr, basis.values(node.family, node.theta), cells, pool);
+    const std::vector<double>& g = basis.values(node.family, node.theta);
+    for (std::size_t a = 0; a < annealingCount; ++a) {
+      const Cell shape{node.family, node.u0, node.u1, 0, 1, 0, a, node.h0, node.h1, noiseHalfWidth,
+                       node.logPrior + logNoisePrior + logAnnealingPrior, 0, -1};
+      evaluator.use(shifted[a]);
+      evaluator.add(shape, nodes, tables[a] ? &*tables[a] : nullptr, g, cells, pool);
+    }
   }
 
   std::vector<double> weight;
@@ -434,7 +449,8 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
     std::sort(split.begin(), split.end(), std::greater<>());  // erase from the back first
     std::vector<Cell> children;
     for (std::size_t i : split) {
-      refine(cells[i], data, shape, basis, evaluator, children, pool);
+      evaluator.use(shifted[cells[i].annealing]);
+      refine(cells[i], shifted[cells[i].annealing], shape, basis, evaluator, children, pool);
       cells[i] = cells.back();
       cells.pop_back();
     }
@@ -456,6 +472,7 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
     state->noiseSd.push_back(std::exp(cell.logSigma));
     state->binomialScale.push_back(cell.binomialScale);
     state->sharedSd.push_back(cell.sharedSd);
+    state->annealingGain.push_back(data.annealingGains[cell.annealing]);
     // With the gain at the step scale the coefficient is b * g(1): back to b.
     const double gain = 1.0 / detail::priorGainScale(model, cell.family, state->theta.back());
     for (std::size_t c = 0; c < curveCount; ++c) {

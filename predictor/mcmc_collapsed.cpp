@@ -5,8 +5,8 @@
 // rotated closed form of the symmetric layout; the tests check both against brute-force quadrature),
 // so the target is exactly the density fitFast() puts on its grid, but continuous. Moves per iteration:
 //   - Gaussian random walk on (u0, u1, log sigma), step adapted towards 30% acceptance during burn-in;
-//   - a family switch keeping (u, sigma), a switch of the binomial scale lambda (with counts) and one
-//     of the shared noise sd tau;
+//   - a family switch keeping (u, sigma), a switch of the binomial scale lambda (with counts), one
+//     of the shared noise sd tau and (with a learning-rate schedule) one of the annealing coefficient c;
 //   - with probability 0.1, an independence proposal of (k, u) uniform over the families' unit squares
 //     (leaves local modes; the target carries the shape prior, uniform or learned).
 // For each kept state, every curve's (a_c, b_c) is drawn from its Gaussian marginal posterior with
@@ -28,8 +28,9 @@ namespace detail {
 
 void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
                double binomialScale, double sharedSd, const std::vector<double>& start,
-               const std::vector<double>& gain) {
+               const std::vector<double>& gain, double annealingGain) {
   state.weight.push_back(0.0);
+  state.annealingGain.push_back(annealingGain);
   state.binomialScale.push_back(binomialScale);
   state.sharedSd.push_back(sharedSd);
   state.family.push_back(family);
@@ -51,13 +52,17 @@ struct ChainState {
   double u0, u1, logSigma;
   std::size_t scale;   // index into Data::binomialScales
   std::size_t shared;  // index into Data::sharedSds
+  std::size_t annealing;  // index into Data::annealingGains
   double logTarget;
 };
 
 class CollapsedTarget {
  public:
   CollapsedTarget(const Data& data, const ModelOptions& model)
-      : data_(data), model_(model), prior_(evidencePrior(model)), shape_(model), g_(data.distinctX.size()) {}
+      : data_(data), model_(model), prior_(evidencePrior(model)), shape_(model), g_(data.distinctX.size()) {
+    // Given the annealing coefficient c the model is today's on the observations less c * S2.
+    for (double c : data.annealingGains) shifted_.push_back(withoutAnnealing(data, c));
+  }
 
   // The shape prior plus the log evidence; fills the per-curve Gaussian posteriors when fits != nullptr.
   double operator()(const ChainState& s, std::vector<CurveFit>* fits = nullptr) const {
@@ -71,8 +76,8 @@ class CollapsedTarget {
     const std::array<double, 2> theta = familyTheta(s.family, s.u0, s.u1);
     // With the gain prior at the step scale the regressor is g / g(1), its coefficient b g(1).
     const double scale = 1.0 / priorGainScale(model_, s.family, theta);
-    for (std::size_t t = 0; t < g_.size(); ++t) g_[t] = scale * basis(s.family, theta, data_.distinctX[t]);
-    return logShape + jointEvidence(data_, prior_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale],
+    for (std::size_t t = 0; t < g_.size(); ++t) g_[t] = scale * basis(s.family, theta, data_.basisX[t]);
+    return logShape + jointEvidence(shifted_[s.annealing], prior_, g_, std::exp(s.logSigma), data_.binomialScales[s.scale],
                                     data_.sharedSds[s.shared], fits);
   }
 
@@ -81,6 +86,7 @@ class CollapsedTarget {
   const ModelOptions& model_;
   const EvidencePrior prior_;
   const ShapeDensity shape_;
+  std::vector<Data> shifted_;  // per annealing node
   mutable std::vector<double> g_;  // scratch: the basis at every distinct x
 };
 
@@ -121,13 +127,17 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
   auto pickScale = [&]() { return static_cast<std::size_t>(unit(rng) * scaleCount) % scaleCount; };
   const std::size_t sharedCount = state->data.sharedSds.size();
   auto pickShared = [&]() { return static_cast<std::size_t>(unit(rng) * sharedCount) % sharedCount; };
+  const std::size_t annealingCount = state->data.annealingGains.size();
+  auto pickAnnealing = [&]() { return static_cast<std::size_t>(unit(rng) * annealingCount) % annealingCount; };
 
   std::vector<ChainState> samples;
   for (std::size_t chain = 0; chain < chainCount; ++chain) {
     // Start from the prior; burn-in walks to the posterior.
     ChainState s;
     do {
-      s = {pickFamily(), unit(rng), unit(rng), logLo + (logHi - logLo) * unit(rng), pickScale(), pickShared(), 0.0};
+      s = {pickFamily(), unit(rng), unit(rng), logLo + (logHi - logLo) * unit(rng), pickScale(), pickShared(), 0, 0.0};
+      // Drawn only with a schedule, so that the chains without one use the random stream as before.
+      if (annealingCount > 1) s.annealing = pickAnnealing();
       s.logTarget = target(s);
     } while (!std::isfinite(s.logTarget));
     double step = 0.1;
@@ -155,6 +165,7 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
       switchMove(&ChainState::family, families.size(), pickFamily);
       switchMove(&ChainState::scale, scaleCount, pickScale);
       switchMove(&ChainState::shared, sharedCount, pickShared);
+      switchMove(&ChainState::annealing, annealingCount, pickAnnealing);
       if (unit(rng) < 0.1) {
         p = s;
         p.family = pickFamily();
@@ -190,7 +201,8 @@ Posterior fitCollapsedMcmc(const std::vector<Curve>& curves, const ModelOptions&
       start[c] = f.meanA + r * (b - f.meanB) + condSd * normal(rng);
     }
     addSample(*state, s.family, theta, std::exp(s.logSigma),
-              state->data.binomialScales[s.scale], state->data.sharedSds[s.shared], start, gain);
+              state->data.binomialScales[s.scale], state->data.sharedSds[s.shared], start, gain,
+              state->data.annealingGains[s.annealing]);
     state->weight.back() = 1.0 / keep;
   }
   return Posterior(std::move(state));

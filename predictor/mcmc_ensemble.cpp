@@ -155,6 +155,7 @@ Posterior detail::fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelO
                     "the ensemble MCMC needs exactly one ModelOptions::sharedNoiseSds value (it does not mix over "
                     "tau), got " << model.sharedNoiseSds.size() << "; use McmcMethod::kCollapsed");
   auto state = std::make_shared<detail::PosteriorState>();
+  ADAPREC_CHECK_ARG(!model.lrSchedule, "the ensemble MCMC does not support a learning-rate schedule (use the collapsed reference)");
   state->data = detail::prepareData(curves, model);
   state->model = detail::resolveGainPrior(model, curves);
   const Target target(state->data, state->model);

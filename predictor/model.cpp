@@ -97,6 +97,12 @@ void ModelOptions::check() const {
     ADAPREC_CHECK_ARG(mass > 0, "ModelOptions: the shape prior gives the selected families no mass");
   }
   if (recalibration) recalibration->check();
+  ADAPREC_CHECK_ARG(annealingHeadroomSd >= 0 && std::isfinite(annealingHeadroomSd),
+                    "ModelOptions: annealingHeadroomSd must be finite and >= 0, got " << annealingHeadroomSd);
+  ADAPREC_CHECK_ARG(annealingNodes >= 1 && annealingNodes <= 64,
+                    "ModelOptions: annealingNodes in [1, 64], got " << annealingNodes);
+  ADAPREC_CHECK_ARG(annealingMomentum >= 0 && annealingMomentum < 1,
+                    "ModelOptions: annealingMomentum in [0, 1), got " << annealingMomentum);
 }
 
 void FastOptions::check() const {
@@ -229,7 +235,51 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
     const CurveData& first = data.curves.front();
     data.symmetric = data.symmetric && d.x == first.x && d.tau == first.tau && d.hasCounts == first.hasCounts;
   }
+  data.basisX = data.distinctX;
+  data.annealing.assign(data.distinctX.size(), 0.0);
+  data.annealingGains = {0.0};
+  if (model.lrSchedule) {
+    data.schedule = model.lrSchedule;
+    data.annealingMomentum = model.annealingMomentum;
+    data.forwardScale = model.lrSchedule->areas(data.stepScale, model.annealingMomentum)[0];
+    ADAPREC_CHECK_ARG(data.forwardScale > 0, "lr schedule '" << model.lrSchedule->spec()
+                                                             << "': the learning rate is 0 up to step " << data.stepScale);
+    for (std::size_t t = 0; t < data.distinctX.size(); ++t) {
+      const std::array<double, 2> xv = scheduleCoordinates(data, data.distinctX[t] * data.stepScale);
+      data.basisX[t] = xv[0];
+      data.annealing[t] = xv[1];
+    }
+    if (!model.lrSchedule->neverAnneals() && model.annealingHeadroomSd > 0) {
+      // c ~ N(0, sd^2) truncated to c >= 0, sd = annealingHeadroomSd x the headroom above the first values
+      // (as the gain prior's): equal-mass nodes at the half-normal's quantiles (i + 1/2) / nodes.
+      double first = 0;
+      for (const Curve& curve : curves) first += curve.values.front() / static_cast<double>(curves.size());
+      const double sd = headroomGainSd(model.annealingHeadroomSd, first);
+      data.annealingGains.clear();
+      for (int i = 0; i < model.annealingNodes; ++i) {
+        const double p = 0.5 + 0.5 * (i + 0.5) / model.annealingNodes;
+        double lo = 0, hi = 10;
+        for (int k = 0; k < 100; ++k) (normalCdf(0.5 * (lo + hi)) < p ? lo : hi) = 0.5 * (lo + hi);
+        data.annealingGains.push_back(sd * 0.5 * (lo + hi));
+      }
+    }
+  }
   return data;
+}
+
+std::array<double, 2> scheduleCoordinates(const Data& data, double step) {
+  if (!data.schedule) return {step / data.stepScale, 0.0};
+  const std::array<double, 2> areas = data.schedule->areas(step, data.annealingMomentum);
+  return {areas[0] / data.forwardScale, areas[1] / data.forwardScale};
+}
+
+Data withoutAnnealing(const Data& data, double c) {
+  Data out = data;
+  if (c == 0) return out;
+  for (CurveData& d : out.curves) {
+    for (std::size_t i = 0; i < d.y.size(); ++i) d.y[i] -= c * data.annealing[static_cast<std::size_t>(d.xIndex[i])];
+  }
+  return out;
 }
 
 BasisTable::BasisTable(const std::vector<double>& distinctX)

@@ -39,9 +39,21 @@ struct Data {
   // Every curve has the same steps and the same per-point variances (counts): the across-curve mean
   // and the contrasts then decouple (symmetricEvidence), which is fitFast's fast path.
   bool symmetric = false;
+  // The schedule-aware model (ModelOptions::lrSchedule). Per distinct x: the basis argument
+  // S1(step) / S1(stepScale) (exactly distinctX without a schedule) and the annealing regressor
+  // S2(step) / S1(stepScale) (0 without). annealingGains: the nodes of the shared annealing coefficient c,
+  // equal prior weight each ({0} without a schedule or when it never anneals). forwardScale: S1(stepScale).
+  std::vector<double> basisX, annealing, annealingGains;
+  std::shared_ptr<const LrSchedule> schedule;
+  double forwardScale = 0, annealingMomentum = 0;
 };
 
 Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model);
+
+// The basis argument and the annealing regressor of a step (Data::basisX, Data::annealing for any step).
+std::array<double, 2> scheduleCoordinates(const Data& data, double step);
+// The data with every observation shifted by -c * annealing: given c, the rest of the model is today's.
+Data withoutAnnealing(const Data& data, double c);
 
 // The gain prior's sd under ModelOptions::gainHeadroomSd, given the mean first value.
 double headroomGainSd(double gainHeadroomSd, double firstValueMean);
@@ -198,6 +210,7 @@ struct PosteriorState {
   std::vector<double> noiseSd;
   std::vector<double> binomialScale;   // lambda per component
   std::vector<double> sharedSd;        // tau per component
+  std::vector<double> annealingGain;   // c per component (0 without a schedule)
   std::vector<CurveCoef> coef;         // component k, curve c at k * curveCount + c
 };
 
@@ -212,7 +225,7 @@ Posterior fitEnsembleMcmc(const std::vector<Curve>& curves, const ModelOptions& 
 // Appends one posterior sample as a point-mass component (weights are set by the caller).
 void addSample(PosteriorState& state, Family family, const std::array<double, 2>& theta, double noiseSd,
                double binomialScale, double sharedSd, const std::vector<double>& start,
-               const std::vector<double>& gain);
+               const std::vector<double>& gain, double annealingGain = 0.0);
 
 // Converts a Gaussian (a, b) posterior into predictive coefficients under the b >= 0 truncation.
 CurveCoef coefFromGaussian(double meanA, double meanB, double covAA, double covAB, double covBB);

@@ -29,14 +29,16 @@ Predictive Posterior::predictive(std::size_t curve, double step, const PredictOp
   ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0, "step must be finite and >= 0, got " << step);
   ADAPREC_CHECK_ARG(std::isfinite(options.sampleCount), "sampleCount must be finite");
   const double x = step / s.data.stepScale;
+  // The basis argument and the annealing regressor at this step (x and 0 without a schedule).
+  const std::array<double, 2> xv = detail::scheduleCoordinates(s.data, step);
   const double count = options.sampleCount < 0 ? s.data.curves[curve].lastCount : options.sampleCount;
   const std::size_t n = s.weight.size();
   std::vector<double> means(n), sds(n);
   for (std::size_t k = 0; k < n; ++k) {
     const detail::CurveCoef& coef = s.coef[k * curveCount + curve];
-    const double g = detail::basis(s.family[k], s.theta[k], x);
+    const double g = detail::basis(s.family[k], s.theta[k], xv[0]);
     const double slope = coef.r + g;
-    means[k] = coef.c0 + slope * coef.muB;
+    means[k] = coef.c0 + slope * coef.muB + s.annealingGain[k] * xv[1];
     double var = slope * slope * coef.varB + coef.varCond;
     if (options.observationNoise) {
       var += s.noiseSd[k] * s.noiseSd[k] + s.sharedSd[k] * s.sharedSd[k];

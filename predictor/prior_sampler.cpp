@@ -8,6 +8,7 @@ namespace adaprec::predictor::detail {
 PriorDraw samplePrior(const ModelOptions& model, int curveCount, const std::vector<double>& steps,
                       double stepScale, std::mt19937_64& rng) {
   model.check();
+  ADAPREC_CHECK_ARG(!model.lrSchedule, "samplePrior: a learning-rate schedule is not supported");
   ADAPREC_CHECK_ARG(curveCount > 0 && !steps.empty() && stepScale > 0,
                     "samplePrior: need curves, steps and a positive step scale");
   ADAPREC_CHECK_ARG(!model.shapePrior || stepScale == model.shapePrior->stepScale,

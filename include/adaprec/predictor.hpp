@@ -58,6 +58,41 @@ std::vector<Family> allFamilies();
 // Number of nonlinear parameters (kappa, then alpha when 2).
 int familyParameterCount(Family family);
 
+// A learning-rate schedule over training steps (the same steps the curves use), relative to its peak
+// (file: as written). Parsed from exactly these forms (kInvalidArgument, one line, for anything else):
+//   constant                lr = 1
+//   cosine:TOTAL            lr = 1/2 (1 + cos(pi min(step, TOTAL) / TOTAL))
+//   cosine:TOTAL:WARMUP     lr = step / WARMUP below WARMUP, then the cosine over [WARMUP, TOTAL]
+//   poly:TOTAL:POWER        lr = (1 - min(step, TOTAL) / TOTAL)^POWER
+//   step:GAMMA:S1,S2,...    lr = GAMMA^(number of listed steps <= step); S1 < S2 < ... > 0
+//   file:PATH               CSV rows `step,lr` (optional header `step,lr`, '#' comments), steps increasing
+//                           and >= 0, lr finite >= 0 and not all 0; linear between rows, the first row's
+//                           lr before it and the last row's after it.
+// TOTAL > 0 and integer-valued counts are not required; WARMUP in [0, TOTAL), POWER > 0, GAMMA in (0, 1].
+class LrSchedule {
+ public:
+  static LrSchedule parse(const std::string& spec);
+  const std::string& spec() const { return spec_; }
+  double lrAt(double step) const;
+  // The annealing areas of Tissue et al. (2024), "Scaling law with learning rate annealing", at a step
+  // (after `step` updates, update i taken at lr(i); a fractional step interpolates linearly):
+  //   forward area    S1(s) = sum_{i < s} lr(i)
+  //   annealing area  S2(s) = sum_{1 <= i < s} m_i,  m_i = momentum m_{i-1} + max(lr(i-1) - lr(i), 0)
+  // (warm-up increases do not count). Cost: O(step) (one pass over the integer steps).
+  std::array<double, 2> areas(double step, double momentum) const;
+  // Whether lr never decreases (constant, or a file without decreases): then S2 = 0 everywhere.
+  bool neverAnneals() const;
+
+ private:
+  enum class Kind { kConstant, kCosine, kPoly, kStep, kFile };
+  Kind kind_ = Kind::kConstant;
+  std::string spec_ = "constant";
+  double total_ = 0, warmup_ = 0, power_ = 0, gamma_ = 1;
+  std::vector<double> steps_, lrs_;  // step milestones, or the file's rows
+};
+// The annealing momentum lambda of S2: Tissue et al.'s value.
+inline constexpr double kAnnealingMomentum = 0.999;
+
 struct ShapePrior;
 struct Recalibration;
 
@@ -98,6 +133,16 @@ struct ModelOptions {
   // Not part of the prior: a map of the predictive CDF learned from finished runs (learnPriorFromRuns),
   // applied by Posterior::predictive to every prediction beyond a curve's last observed step.
   std::shared_ptr<const Recalibration> recalibration;
+  // The learning-rate schedule the curves were trained under (none: the model above, exactly). With one,
+  // the basis is evaluated at the forward area instead of the step, x = S1(step) / S1(stepScale), and
+  // an annealing term c * S2(step) / S1(stepScale) is added to every curve (docs/predictor.md): c >= 0
+  // is shared by the curves of a fit (like the shape), with a half-normal prior of sd annealingHeadroomSd
+  // times the headroom h of the gain prior, integrated on annealingNodes equal-mass nodes. The annealing
+  // momentum of S2 is annealingMomentum. Not supported by McmcMethod::kEnsemble and samplePrior.
+  std::shared_ptr<const LrSchedule> lrSchedule;
+  double annealingHeadroomSd = 0.05;  // chosen on the tuning curves (docs/predictor.md)
+  int annealingNodes = 3;  // as good as 5 on the tuning curves at ~60% of the cost (docs/predictor.md)
+  double annealingMomentum = kAnnealingMomentum;
   void check() const;
 };
 inline constexpr double kMinHeadroom = 0.02;

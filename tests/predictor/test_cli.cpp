@@ -210,3 +210,22 @@ TEST_CASE("adaprec-predict --method mcmc thins long curves and says so", "[predi
   CHECK(bad.status != 0);
   CHECK((bad.out + bad.err).find("0 (all points) or an integer >= 10") != std::string::npos);
 }
+
+TEST_CASE("cli: --lr-schedule feeds the schedule-aware model; malformed specs exit 2 with one line") {
+  const Result plain = run("--input {in} --at 1600", kTwoCurves);
+  const Result cosine = run("--input {in} --at 1600 --lr-schedule cosine:1600", kTwoCurves);
+  REQUIRE(plain.status == 0);
+  REQUIRE(cosine.status == 0);
+  CHECK(countLines(cosine.out) == 3);
+  CHECK(cosine.out != plain.out);  // the annealing ahead changes the forecast
+  const Result constant = run("--input {in} --at 1600 --lr-schedule constant", kTwoCurves);
+  REQUIRE(constant.status == 0);
+  CHECK(countLines(constant.out) == 3);
+  for (const char* spec : {"cosine:0", "step:0.1:500,200", "poly:1600", "linear", "file:/nonexistent.csv"}) {
+    const Result bad = run(std::string("--input {in} --at 1600 --lr-schedule ") + spec, kTwoCurves);
+    INFO(spec << ": " << bad.err);
+    CHECK(bad.status == 2);
+    CHECK(countLines(bad.err) == 1);
+    CHECK(bad.err.find(std::string("lr schedule '") + spec + "'") != std::string::npos);
+  }
+}

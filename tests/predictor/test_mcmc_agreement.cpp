@@ -106,3 +106,22 @@ TEST_CASE("uncollapsed ensemble MCMC agrees with the fast posterior for one fami
   model.sharedNoiseSds = {0.02};
   compare({a, b}, model, 1500.0, ap::McmcMethod::kEnsemble, 0.2);
 }
+
+TEST_CASE("collapsed MCMC and fast posterior agree with a learning-rate schedule", "[predictor][mcmc]") {
+  // The schedule-aware model: basis at the forward area, the shared annealing coefficient c on its nodes.
+  // 40% of a cosine run, predicted at its end (where the annealing term is largest).
+  const ap::Curve curve{{20, 40, 60, 80, 100, 120, 140, 160}, {0.52, 0.63, 0.68, 0.70, 0.73, 0.735, 0.75, 0.76},
+                        std::vector<double>(8, 1000)};
+  ap::ModelOptions model;
+  model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse("cosine:400"));
+  compare({curve}, model, 400.0, ap::McmcMethod::kCollapsed, 0.1);
+}
+
+TEST_CASE("collapsed MCMC and fast posterior agree on branches under a step schedule", "[predictor][mcmc]") {
+  const std::vector<double> steps = {0, 50, 100, 150, 200, 250, 300};
+  const ap::Curve a{steps, {0.50, 0.60, 0.64, 0.61, 0.72, 0.74, 0.75}, std::vector<double>(7, 500)};
+  const ap::Curve b{steps, {0.50, 0.58, 0.63, 0.60, 0.70, 0.71, 0.73}, std::vector<double>(7, 500)};
+  ap::ModelOptions model;
+  model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse("step:0.1:180,400"));
+  compare({a, b}, model, 600.0, ap::McmcMethod::kCollapsed, 0.1);
+}

@@ -1,7 +1,7 @@
 // adaprec-predict: forecast learning curves from a CSV of observed points (see docs/predictor.md).
 //
 //   adaprec-predict --input curves.csv --at 3000,6000 [--json] [--plot out.png] [--method fast|mcmc]
-//                   [--prior-runs finished.csv]
+//                   [--prior-runs finished.csv] [--lr-schedule SPEC]
 //
 // Prints `curve,step,mean,std,q05,q95` (one line per curve and requested step) or JSON. Input errors
 // (and a --plot path whose directory cannot be written) exit with status 2; other failures exit 1.
@@ -142,7 +142,7 @@ void plot(const ap::CurveTable& table, const ap::Posterior& posterior, double la
 
 int main(int argc, char** argv) {
   CLI::App app{"Predict learning curves with uncertainty (AdaPrec Bayesian learning-curve model)"};
-  std::string input, plotPath, priorRuns, method = "fast";
+  std::string input, plotPath, priorRuns, lrSchedule, method = "fast";
   std::vector<double> at;
   std::vector<std::string> families;
   bool json = false, latent = false;
@@ -176,6 +176,10 @@ int main(int argc, char** argv) {
                  "the prediction is about): learn the shape prior, the horizon gain's scale and a recalibration "
                  "of the predictive CDF from them")
       ->check(CLI::ExistingFile);
+  app.add_option("--lr-schedule", lrSchedule,
+                 "learning-rate schedule the curves were trained under, in their steps: constant, cosine:TOTAL, "
+                 "cosine:TOTAL:WARMUP, poly:TOTAL:POWER, step:GAMMA:S1,S2,..., file:PATH (CSV step,lr); the "
+                 "model then reads the curve against the area under the rate and adds the annealing gain");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -188,6 +192,7 @@ int main(int argc, char** argv) {
                   "--input: the curves of one run are predicted together; found runs " << table.runs.front()
                                                                                       << " to " << table.runs.back());
     ap::ModelOptions model;
+    if (!lrSchedule.empty()) model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(lrSchedule));
     if (!families.empty()) {
       model.families.clear();
       for (const std::string& name : families) model.families.push_back(ap::familyFromName(name));

@@ -1,0 +1,206 @@
+// adaprec-schedule-bench: the schedule-aware learning-curve model (ModelOptions::lrSchedule) on real
+// curves trained under annealing learning-rate schedules (make_schedule_*_curves.*), against the same
+// model without the schedule, its MCMC reference, and the last-value and least-squares pow3 baselines.
+//
+//   adaprec-schedule-bench CSV... [--cutoffs 0.2,0.4] [--mcmc] [--timing]
+//
+// Every curve (one `curve` id; columns curve,...,step,value,n,...,lr_schedule with the SPEC last, the
+// rest of the line) is cut at each fraction f of its last step (points with step <= f x last) and its
+// last value predicted from the points kept, one curve per fit. Per method and cut-off it prints the
+// mean absolute error of the predictive mean, the 90% band's coverage (q05 <= y <= q95) and the mean
+// log predictive density of y (a future observation with the curve's sample count). --timing: fit +
+// predict of 5 curves x 30 points with the schedule on one core (the first 5 curves with >= 30 points
+// at common steps, cut to 30), median of 21 runs.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
+#include "baselines.hpp"
+
+namespace ap = adaprec::predictor;
+
+namespace {
+struct Row {
+  ap::Curve curve;
+  std::string spec, source;
+};
+
+std::vector<Row> readCurves(const std::vector<std::string>& paths) {
+  std::vector<Row> rows;
+  for (const std::string& path : paths) {
+    std::ifstream in(path);
+    ADAPREC_CHECK(in.good(), adaprec::ErrorCode::kIo, "cannot open " << path);
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::string> header;
+    {
+      std::istringstream h(line);
+      for (std::string f; std::getline(h, f, ',');) header.push_back(f);
+    }
+    auto column = [&](const std::string& name) {
+      const auto it = std::find(header.begin(), header.end(), name);
+      ADAPREC_CHECK(it != header.end(), adaprec::ErrorCode::kMalformedInput, path << ": no column " << name);
+      return static_cast<std::size_t>(it - header.begin());
+    };
+    const std::size_t cCurve = column("curve"), cStep = column("step"), cValue = column("value"), cN = column("n"),
+                      cSource = column("source"), cSpec = column("lr_schedule");
+    ADAPREC_CHECK(cSpec + 1 == header.size(), adaprec::ErrorCode::kMalformedInput, path << ": lr_schedule must be last");
+    std::map<std::pair<std::string, long>, std::size_t> index;  // (source, curve)
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      std::vector<std::string> f;
+      std::istringstream s(line);
+      for (std::string x; f.size() < cSpec && std::getline(s, x, ',');) f.push_back(x);
+      std::string rest;
+      std::getline(s, rest);
+      f.push_back(rest);
+      const long id = std::stol(f[cCurve]);
+      auto [it, fresh] = index.emplace(std::pair{f[cSource], id}, rows.size());
+      if (fresh) rows.push_back({{}, f[cSpec], f[cSource]});
+      Row& r = rows[it->second];
+      r.curve.steps.push_back(std::stod(f[cStep]));
+      r.curve.values.push_back(std::stod(f[cValue]));
+      r.curve.sampleCounts.push_back(std::stod(f[cN]));
+    }
+  }
+  return rows;
+}
+
+ap::Curve cut(const ap::Curve& c, double fraction) {
+  ap::Curve out;
+  const double limit = fraction * c.steps.back();
+  for (std::size_t i = 0; i < c.steps.size() && c.steps[i] <= limit; ++i) {
+    out.steps.push_back(c.steps[i]);
+    out.values.push_back(c.values[i]);
+    out.sampleCounts.push_back(c.sampleCounts[i]);
+  }
+  return out;
+}
+
+struct Score {
+  double absError = 0, cover = 0, logDensity = 0, count = 0;
+  bool hasDensity = true;
+};
+
+double gaussianLogDensity(double y, double mean, double sd) {
+  const double z = (y - mean) / sd;
+  return -0.5 * z * z - std::log(sd) - 0.9189385332046727;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Schedule-aware predictor on real annealed curves"};
+  std::vector<std::string> inputs;
+  std::vector<double> cutoffs = {0.2, 0.4};
+  bool mcmc = false, timing = false;
+  ap::ModelOptions defaults;
+  double annealingSd = defaults.annealingHeadroomSd, momentum = defaults.annealingMomentum;
+  int nodes = defaults.annealingNodes;
+  app.add_option("csv", inputs, "curve CSVs")->required();
+  app.add_option("--cutoffs", cutoffs, "fractions of each curve's last step")->delimiter(',');
+  app.add_flag("--mcmc", mcmc, "also the MCMC reference with the schedule (slow)");
+  app.add_flag("--timing", timing, "time fit + predict of 5 curves x 30 points with the schedule");
+  app.add_option("--annealing-sd", annealingSd, "ModelOptions::annealingHeadroomSd (tuning only)");
+  app.add_option("--momentum", momentum, "ModelOptions::annealingMomentum (tuning only)");
+  app.add_option("--annealing-nodes", nodes, "ModelOptions::annealingNodes (tuning only)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const std::vector<Row> rows = readCurves(inputs);
+    std::vector<std::string> methods = {"last", "pow3", "fast-noschedule", "fast"};
+    if (mcmc) methods.push_back("mcmc");
+    std::printf("%zu curves\n", rows.size());
+    std::printf("cutoff,method,curves,mae,coverage90,mean_log_density\n");
+    for (double f : cutoffs) {
+      std::map<std::string, Score> scores;
+      for (const Row& row : rows) {
+        const ap::Curve observed = cut(row.curve, f);
+        if (observed.steps.size() < 3) continue;
+        const double step = row.curve.steps.back(), y = row.curve.values.back();
+        const auto lastPoint = adaprec::bench::lastValueForecast(observed, step);
+        const auto pow3 = adaprec::bench::Pow3LeastSquares(observed).forecast(step);
+        for (const auto& [name, point] : {std::pair{"last", lastPoint}, std::pair{"pow3", pow3}}) {
+          Score& s = scores[name];
+          s.absError += std::abs(point.mean - y);
+          s.cover += std::abs(point.mean - y) <= 1.6448536269514722 * point.sd;
+          s.logDensity += gaussianLogDensity(y, point.mean, point.sd);
+          s.count += 1;
+        }
+        ap::ModelOptions plain, scheduled;
+        scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(row.spec));
+        scheduled.annealingHeadroomSd = annealingSd;
+        scheduled.annealingMomentum = momentum;
+        scheduled.annealingNodes = nodes;
+        for (const std::string& method : methods) {
+          if (method == "last" || method == "pow3") continue;
+          const ap::Posterior posterior = method == "fast-noschedule" ? ap::fitFast({observed}, plain)
+                                          : method == "fast"           ? ap::fitFast({observed}, scheduled)
+                                                                       : ap::fitMcmc({observed}, scheduled);
+          const ap::Predictive p = posterior.predictive(0, step);
+          Score& s = scores[method];
+          s.absError += std::abs(p.mean() - y);
+          s.cover += p.quantile(0.05) <= y && y <= p.quantile(0.95);
+          s.logDensity += p.logDensity(y);
+          s.count += 1;
+        }
+      }
+      for (const std::string& method : methods) {
+        const Score& s = scores[method];
+        std::printf("%.2f,%s,%.0f,%.4f,%.3f,%.3f\n", f, method.c_str(), s.count, s.absError / s.count, s.cover / s.count,
+                    s.logDensity / s.count);
+      }
+    }
+    if (timing) {
+      // Five curves at common steps (one trainer set: its formats), cut to 30 points.
+      std::vector<ap::Curve> five;
+      std::string spec;
+      for (const Row& row : rows) {
+        if (row.curve.steps.size() < 30) continue;
+        if (!five.empty() && (row.spec != spec || row.curve.steps != rows.front().curve.steps)) continue;
+        ap::Curve c = row.curve;
+        c.steps.resize(30);
+        c.values.resize(30);
+        c.sampleCounts.resize(30);
+        if (five.empty()) spec = row.spec;
+        five.push_back(c);
+        if (five.size() == 5) break;
+      }
+      ADAPREC_CHECK(five.size() == 5, adaprec::ErrorCode::kInvalidArgument, "--timing: need 5 curves of >= 30 points");
+      ap::ModelOptions plain, scheduled;
+      scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(spec));
+      scheduled.annealingHeadroomSd = annealingSd;
+      scheduled.annealingMomentum = momentum;
+      scheduled.annealingNodes = nodes;
+      // Interleaved, so that both see the same load.
+      std::vector<double> ms[2];
+      double sink = 0;
+      for (int run = 0; run < 21; ++run) {
+        for (int which = 0; which < 2; ++which) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const ap::Posterior posterior = ap::fitFast(five, which ? scheduled : plain);
+          for (std::size_t c = 0; c < 5; ++c) sink += posterior.predict(c, 2 * five[c].steps.back()).mean;
+          ms[which].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        }
+      }
+      for (int which = 0; which < 2; ++which) {
+        std::sort(ms[which].begin(), ms[which].end());
+        std::printf("timing: fit + predict, 5 curves x 30 points, %s: median %.2f ms (min %.2f, max %.2f)%s\n",
+                    which ? ("schedule " + spec).c_str() : "no schedule", ms[which][10], ms[which].front(),
+                    ms[which].back(), sink > 0 ? "" : " ");
+      }
+    }
+  } catch (const adaprec::Error& e) {
+    std::fprintf(stderr, "adaprec-schedule-bench: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

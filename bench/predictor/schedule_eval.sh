@@ -1,0 +1,23 @@
+#!/bin/bash
+# The schedule-aware predictor's evaluation table (docs/predictor.md, "Learning-rate schedules") from the
+# committed curve CSVs: tuning curves (read while the model was designed) and held-out curves (read once,
+# after the model was fixed), each at cut-offs 20% and 40%, with the MCMC reference; then the timing of
+# fit + predict of 5 curves x 30 points with a schedule.
+#
+#   bench/predictor/schedule_eval.sh [BUILD_DIR]
+#
+# Regenerate the CSVs (tens of minutes on a loaded machine):
+#   bench/predictor/make_schedule_trainer_curves.sh build bench/predictor/schedule_curves_trainer_tune.csv "1" "0.01 0.03" "fp32 table2 table1+ef"
+#   bench/predictor/make_schedule_trainer_curves.sh build bench/predictor/schedule_curves_trainer_heldout.csv "2" "0.02" "table2 table1+ef"
+#   bench/predictor/make_schedule_torch_curves.py bench/predictor/schedule_curves_torch_tune.csv --seeds 1 2 --lrs 0.02 0.05 0.1
+#     (the committed file stopped after its first 13 runs, seed 1 and seed 2 at lr 0.02: time)
+#   bench/predictor/make_schedule_torch_curves.py bench/predictor/schedule_curves_torch_heldout.csv --seeds 3 --lrs 0.03 0.08 --first-curve 1000
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bench=${1:-build}/bench/predictor/adaprec-schedule-bench
+echo "== tuning curves"
+"$bench" "$here/schedule_curves_trainer_tune.csv" "$here/schedule_curves_torch_tune.csv" --mcmc
+echo "== held-out curves"
+"$bench" "$here/schedule_curves_trainer_heldout.csv" "$here/schedule_curves_torch_heldout.csv" --mcmc
+echo "== timing (one core)"
+taskset -c 0 "$bench" "$here/schedule_curves_trainer_tune.csv" --cutoffs 0.2 --timing | tail -n 2

@@ -1,0 +1,95 @@
+// The schedule-aware model (ModelOptions::lrSchedule): `constant` is today's model, an annealing schedule
+// lifts the forecast of a run seen before its annealing, and the parts that do not support it say so.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
+#include "model.hpp"
+#include "prior_sampler.hpp"
+#include "test_support.hpp"
+
+namespace ap = adaprec::predictor;
+
+namespace {
+std::shared_ptr<const ap::LrSchedule> schedule(const std::string& spec) {
+  return std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(spec));
+}
+const ap::Curve kEarly{{10, 20, 30, 40, 50, 60, 70, 80}, {0.40, 0.52, 0.58, 0.62, 0.645, 0.66, 0.67, 0.675},
+                       std::vector<double>(8, 1000)};
+}  // namespace
+
+TEST_CASE("schedule model: constant is the model without a schedule") {
+  ap::ModelOptions constant;
+  constant.lrSchedule = schedule("constant");
+  const ap::Posterior a = ap::fitFast({kEarly}, ap::ModelOptions{});
+  const ap::Posterior b = ap::fitFast({kEarly}, constant);
+  for (double step : {80.0, 200.0, 400.0}) {
+    const ap::Prediction pa = a.predict(0, step), pb = b.predict(0, step);
+    CHECK(pb.mean == Approx(pa.mean).epsilon(1e-9));
+    CHECK(pb.sd == Approx(pa.sd).epsilon(1e-9));
+    CHECK(pb.q95 == Approx(pa.q95).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("schedule model: the data see the forward area and the annealing area") {
+  ap::ModelOptions model;
+  model.lrSchedule = schedule("step:0.5:40");
+  model.annealingMomentum = 0.0;
+  const ap::detail::Data data = ap::detail::prepareData({kEarly}, model);
+  // stepScale 80: S1(80) = 40 + 20 = 60; S2(s) = 0.5 after step 40 (momentum 0: the decrease itself).
+  REQUIRE(data.forwardScale == Approx(60.0));
+  CHECK(data.basisX[3] == Approx(40.0 / 60));
+  CHECK(data.basisX[7] == Approx(1.0));
+  CHECK(data.annealing[3] == 0.0);
+  CHECK(data.annealing[7] == Approx(0.5 / 60));
+  REQUIRE(data.annealingGains.size() == 3);
+  for (std::size_t i = 1; i < 3; ++i) CHECK(data.annealingGains[i] > data.annealingGains[i - 1]);
+  // Without a schedule: the step itself and no annealing term.
+  const ap::detail::Data plain = ap::detail::prepareData({kEarly}, ap::ModelOptions{});
+  CHECK(plain.basisX == plain.distinctX);
+  CHECK(plain.annealingGains == std::vector<double>{0.0});
+}
+
+TEST_CASE("schedule model: a run seen before its annealing is forecast higher and wider at the end") {
+  // 20% of a cosine run: without the schedule the curve looks saturated; with it, most of the rate's area
+  // and all of its annealing are still ahead.
+  ap::ModelOptions model;
+  model.lrSchedule = schedule("cosine:400");
+  const ap::Prediction plain = ap::fitFast({kEarly}, ap::ModelOptions{}).predict(0, 400);
+  const ap::Prediction annealed = ap::fitFast({kEarly}, model).predict(0, 400);
+  INFO("plain " << plain.mean << " [" << plain.q05 << ", " << plain.q95 << "], annealed " << annealed.mean << " ["
+                << annealed.q05 << ", " << annealed.q95 << "]");
+  CHECK(annealed.mean > plain.mean + 0.005);
+  CHECK(annealed.q95 > plain.q95);
+  // Inside the observed window the two agree closely (the warp is mild before the annealing).
+  const ap::Prediction plainIn = ap::fitFast({kEarly}, ap::ModelOptions{}).predict(0, 60);
+  const ap::Prediction annealedIn = ap::fitFast({kEarly}, model).predict(0, 60);
+  CHECK(std::abs(plainIn.mean - annealedIn.mean) < 0.01);
+}
+
+TEST_CASE("schedule model: unsupported combinations and bad options are refused") {
+  ap::ModelOptions model;
+  model.lrSchedule = schedule("cosine:400");
+  ap::McmcOptions ensemble;
+  ensemble.method = ap::McmcMethod::kEnsemble;
+  model.sharedNoiseSds = {0.0};  // what the ensemble requires, so that the schedule is what it refuses
+  std::string message;
+  CHECK(ap::test::codeOf([&] { ap::fitMcmc({kEarly}, model, ensemble); }, &message) ==
+        adaprec::ErrorCode::kInvalidArgument);
+  CHECK(message.find("ensemble MCMC does not support a learning-rate schedule") != std::string::npos);
+  CHECK(ap::test::codeOf([&] { ap::fitFast({kEarly}, [&] { auto m = model; m.annealingNodes = 0; return m; }()); }) ==
+        adaprec::ErrorCode::kInvalidArgument);
+  CHECK(ap::test::codeOf([&] { ap::fitFast({kEarly}, [&] { auto m = model; m.annealingMomentum = 1; return m; }()); }) ==
+        adaprec::ErrorCode::kInvalidArgument);
+  // A rate that is 0 over the whole observed window (warm-up from 0, one point at step 0 and the scale 0).
+  ap::ModelOptions warm;
+  warm.lrSchedule = schedule("cosine:400:100");
+  warm.stepScale = 0.5;
+  CHECK(ap::test::codeOf([&] { ap::fitFast({ap::Curve{{0.0}, {0.5}, {}}}, warm); }, &message) ==
+        adaprec::ErrorCode::kInvalidArgument);
+  CHECK(message.find("the learning rate is 0 up to step") != std::string::npos);
+}
