@@ -44,7 +44,8 @@ init=$(find "$dest" -path "*/adaprec/__init__.py" | head -1)
 [ -n "$init" ] || fail "python package adaprec not installed"
 paths=$(dirname "$init")/_install_paths.py
 [ -f "$paths" ] || fail "adaprec/_install_paths.py not installed"
-library=$(sed -n 's/^LIBRARY = "\(.*\)"$/\1/p' "$paths")
+# Run the file rather than parse it: LIBRARY is an expression (absolute here, relative after pip install).
+library=$(/usr/bin/python3 -c 'import runpy, sys; print(runpy.run_path(sys.argv[1])["LIBRARY"])' "$paths")
 [ -f "$dest$library" ] || fail "_install_paths.py names $library, which was not installed"
 if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
   PYTHONPATH=$(dirname "$(dirname "$init")") ADAPREC_LIBRARY="$dest$library" LD_LIBRARY_PATH="$libdir" \
