@@ -82,9 +82,11 @@ inline constexpr std::uint32_t kF32MaxFiniteBits = 0x7f7fffffu;  // FLT_MAX
 // the same three tests with intrinsics.
 ADAPREC_HD float saturatingAdd(float a, float b) {
   const std::uint32_t s = floatBits(addRn(a, b));
-  const bool overflow = ((s & kF32AbsMask) == kF32InfBits) & ((floatBits(a) & kF32AbsMask) < kF32InfBits) &
-                        ((floatBits(b) & kF32AbsMask) < kF32InfBits);
-  return bitsFloat(s - static_cast<std::uint32_t>(overflow));
+  // Each test as 0/1 in an integer: & of the three stays branch-free (&& would be a branch).
+  const std::uint32_t overflow = static_cast<std::uint32_t>((s & kF32AbsMask) == kF32InfBits) &
+                                 static_cast<std::uint32_t>((floatBits(a) & kF32AbsMask) < kF32InfBits) &
+                                 static_cast<std::uint32_t>((floatBits(b) & kF32AbsMask) < kF32InfBits);
+  return bitsFloat(s - overflow);
 }
 
 // 2^e as a float for -149 <= e <= 127 (exact; subnormal below -126).
