@@ -53,7 +53,7 @@ void writeJson(const std::string& path, const std::vector<BenchRow>& rows) {
         {"size", row.sizeBytes}, {"count", row.count},   {"format", row.format}, {"algo", row.algo},
         {"time", row.timeUs},    {"algbw", row.algbw},   {"busbw", row.busbw},   {"wirebw", row.wirebw},
         {"ratio", row.ratio},    {"speedup", row.speedup}, {"ranks", row.ranks}, {"nodes", row.nodes},
-        {"transport", row.transport},
+        {"transport", row.transport}, {"quantizations", row.quantizations},
     };
     object["maxerr"] = row.maxerr ? nlohmann::json(*row.maxerr) : nlohmann::json(nullptr);
     object["#wrong"] = row.wrong ? nlohmann::json(*row.wrong) : nlohmann::json(nullptr);

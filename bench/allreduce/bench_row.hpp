@@ -26,6 +26,7 @@ struct BenchRow {
   double speedup = 1;               // baseline time / this row's time
   int ranks = 1;
   int nodes = 1;
+  int quantizations = 0;            // times a value is quantized (the library's table; 0 when lossless)
   std::string transport;
   std::optional<double> predictedUs;  // --model
   // Where an AdaPrec row's time went (its last timed call, max over ranks; JSON/CSV only): encode,

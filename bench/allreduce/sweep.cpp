@@ -143,6 +143,8 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         const double fp32Bytes = context.ranks.maxOverRanks(static_cast<double>(stats.fp32Bytes));
         fillTiming(row, seconds, wireBytes, baselineSeconds);
         row.ratio = wireBytes > 0 ? fp32Bytes / wireBytes : 1.0;
+        row.quantizations =
+            isLossless(stats.format) ? 0 : detail::quantizationsPerValue(stats.algorithm, stats.format, row.ranks, nodes);
         fillCheck(context, row, data, buffers, stats.format, spec.errorFeedback);
         if (predict) row.predictedUs = detail::predictSeconds(*context.model, stats.algorithm, stats.format, count) * 1e6;
         emit(context, rows, std::move(row));

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Issue 22's goals from an adaprec-bench JSON (-J): per size and format, auto's time against the best
+algorithm within the error budget, the best two-quantization algorithm against ring, the speedup over
+the engine's fp32 ring as a share of the ideal 32/bits, and the cost model's error on every row.
+Each row's quantizations per value is the bench's "quantizations" field, which the bench takes from the
+library's algorithm table (docs/algorithms.md, column Q); the default budget is the library's, 2.
+Usage: auto_goals.py RESULTS.json [--max-quantizations 2]"""
+import argparse
+import json
+from collections import defaultdict
+
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp8s": 8, "e4m3": 8, "table8": 8, "table4": 4,
+        "table2": 2, "table1": 1}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--max-quantizations", type=int, default=2)
+    args = ap.parse_args()
+    rows = json.load(open(args.results))
+    by = defaultdict(dict)
+    for r in rows:
+        by[(r["size"], r["format"])][r["algo"]] = r
+    ring32 = {size: fr.get("ring", {}).get("time") for (size, fmt), fr in by.items() if fmt == "fp32"}
+    print("| size | format | auto took | auto / best in budget | best 2-quant / ring | best vs fp32 ring | % of ideal 32/bits | model error range |")
+    print("|---:|---|---|---:|---:|---:|---:|---|")
+    for (size, fmt), algos in sorted(by.items(), key=lambda kv: (kv[0][0], BITS.get(kv[0][1], 0) * -1)):
+        auto = next((r for a, r in algos.items() if a.startswith("auto")), None)
+        engine = {a: r for a, r in algos.items() if not a.startswith("auto") and a != "MPI_Allreduce"}
+        budget = {a: r for a, r in engine.items()
+                  if r["quantizations"] <= args.max_quantizations}
+        if fmt == "fp32" and "MPI_Allreduce" in algos:
+            budget["native"] = algos["MPI_Allreduce"]
+        best = min(budget.values(), key=lambda r: r["time"]) if budget else None
+        two = [r for r in engine.values() if fmt != "fp32" and r["quantizations"] <= 2]
+        best2 = min(two, key=lambda r: r["time"]) if two else None
+        fastest = min(engine.values(), key=lambda r: r["time"]) if engine else None
+        ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+        vs32 = ring32.get(size) / fastest["time"] if fastest and ring32.get(size) else None
+        errs = [r["model_error"] for r in algos.values() if "model_error" in r]
+        print(f"| {size >> 20} MiB | {fmt} | {auto['algo'] if auto else '-'} | "
+              f"{ratio(best['time'], auto['time']) if auto and best else '-'} | "
+              f"{ratio(algos['ring']['time'], best2['time']) if best2 and 'ring' in algos else '-'} | "
+              f"{vs32:.2f} | {100 * vs32 / (32 / BITS[fmt]):.0f}% | "
+              f"{min(errs):+.0%} .. {max(errs):+.0%} |" if vs32 else "-")
+
+
+if __name__ == "__main__":
+    main()
