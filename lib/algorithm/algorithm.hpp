@@ -17,6 +17,7 @@
 
 namespace adaprec::detail {
 
+class DeviceCodec;
 class Timeline;
 
 // Error-feedback state of one tensor key on one rank. Slot s holds one float per element position:
@@ -77,6 +78,8 @@ struct AlgorithmContext {
   // Largest message ring and twoshot send (0: one per segment); kInterNodeMessageBytes when the
   // communicator spans several nodes.
   std::size_t messageBytes = 0;
+  // Where buf lives and the codec runs (device_codec.hpp); null: host memory, the host codec.
+  DeviceCodec* device = nullptr;
 };
 
 // Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs

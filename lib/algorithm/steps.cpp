@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "adaprec/codec.hpp"
-#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/timeline.hpp"
@@ -29,19 +27,13 @@ void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t 
   const std::uint64_t start = fastClockTicks();
   // A lossless format has no quantization error, so its residual stays zero and is skipped.
   if (ctx_.residuals == nullptr || isLossless(ctx_.format)) {
-    adaprec::encode(ctx_.format, src, n, dst, bytes);
+    codec_.encode(ctx_.format, src, n, dst, bytes);
     account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
     return;
   }
   const std::size_t residualTotal = ctx_.residualTotal != 0 ? ctx_.residualTotal : total;
   float* residual = ctx_.residuals->slot(slot, residualTotal) + ctx_.residualOffset + position;
-  withResidual_.resize(n);
-  decoded_.resize(n);
-  // Saturating, as decodeAdd: a finite value near FLT_MAX plus its residual stays finite.
-  for (std::size_t i = 0; i < n; ++i) withResidual_[i] = saturatingAdd(src[i], residual[i]);
-  adaprec::encode(ctx_.format, withResidual_.data(), n, dst, bytes);
-  adaprec::decode(ctx_.format, dst, bytes, decoded_.data(), n);
-  for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual_[i] - decoded_[i];
+  codec_.encodeWithResidual(ctx_.format, src, residual, n, dst, bytes);
   account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
 }
 
@@ -50,19 +42,19 @@ void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::s
   encode(data, n, dst, bytes, slot, position, total);
   if (isLossless(ctx_.format)) return;  // decode(encode(x)) == x
   const std::uint64_t start = fastClockTicks();
-  adaprec::decode(ctx_.format, dst, bytes, data, n);
+  codec_.decode(ctx_.format, dst, bytes, data, n);
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
 
 void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::size_t n) {
   const std::uint64_t start = fastClockTicks();
-  adaprec::decode(ctx_.format, src, bytes, dst, n);
+  codec_.decode(ctx_.format, src, bytes, dst, n);
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
 
 void Steps::decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::size_t n) {
   const std::uint64_t start = fastClockTicks();
-  adaprec::decodeAdd(ctx_.format, src, bytes, acc, n);
+  codec_.decodeAdd(ctx_.format, src, bytes, acc, n);
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecodeAdd, start);
 }
 

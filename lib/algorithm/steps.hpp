@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
+#include "algorithm/device_codec.hpp"
 
 namespace adaprec::detail {
 
 class Steps {
  public:
-  explicit Steps(AlgorithmContext& ctx) : ctx_(ctx) {}
+  // The codec runs on ctx.device (the host codec when null).
+  explicit Steps(AlgorithmContext& ctx) : ctx_(ctx), codec_(ctx.device != nullptr ? *ctx.device : host_) {}
 
   // Encodes src[0..n) into dst (exactly `bytes` = encodedBytes(format, n)). With error feedback the
   // residual of slot `slot` at element positions [position, position + n) of a `total`-element tensor
@@ -51,8 +53,8 @@ class Steps {
 
  private:
   AlgorithmContext& ctx_;
-  std::vector<float> withResidual_;
-  std::vector<float> decoded_;
+  HostDeviceCodec host_;  // declared before codec_, which may refer to it
+  DeviceCodec& codec_;
 };
 
 }  // namespace adaprec::detail
