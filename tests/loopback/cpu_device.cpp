@@ -1,0 +1,180 @@
+#include "cpu_device.hpp"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "adaprec/detail/scalar_convert.hpp"
+#include "adaprec/error.hpp"
+#include "codec/chunk_header.hpp"
+#include "codec_dispatch.cuh"
+#include "cpu_launch.hpp"
+
+namespace adaprec::test {
+namespace {
+
+constexpr unsigned char kGarbage = 0xa5;  // fresh device memory: every float a NaN-free odd pattern
+
+}  // namespace
+
+CpuStandInDevice::~CpuStandInDevice() {
+  drain();
+  for (auto& [start, bytes] : allocations_) delete[] start;
+}
+
+void CpuStandInDevice::requireDevice(const void* p, std::size_t bytes, const char* what) const {
+  if (bytes == 0) return;
+  const auto* b = static_cast<const std::byte*>(p);
+  auto it = allocations_.upper_bound(b);
+  const bool inside = it != allocations_.begin() && (--it, b >= it->first && b + bytes <= it->first + it->second);
+  ADAPREC_CHECK(inside, ErrorCode::kInternal,
+                "CPU device stand-in: " << what << " got " << bytes << " bytes at " << p
+                                        << ", not inside a live device allocation");
+}
+
+void CpuStandInDevice::requireHost(const void* p, std::size_t bytes, const char* what) const {
+  if (bytes == 0) return;
+  const auto* b = static_cast<const std::byte*>(p);
+  auto it = allocations_.lower_bound(b + bytes);  // first allocation starting at or past the end
+  const bool overlaps = it != allocations_.begin() && (--it, it->first + it->second > b);
+  ADAPREC_CHECK(!overlaps, ErrorCode::kInternal,
+                "CPU device stand-in: " << what << " got device memory where host memory belongs");
+}
+
+void CpuStandInDevice::launchEncode(Format format, const float* src, std::size_t n, std::byte* chunk) const {
+  const codec::ChunkLayout layout = codec::chunkLayout(format, n);
+  const auto id = static_cast<std::uint8_t>(format);
+  int status;
+  if (threadsPerBlock_ == 0) {
+    status = kernels::dispatchEncode(kernels::SerialLauncher{}, id, src, n, chunk, layout.paramsBytes);
+  } else {
+    kernels::LaunchShape shape;
+    shape.threads = threadsPerBlock_;
+    status = kernels::dispatchEncode(kernels::ThreadedLauncher{}, id, src, n, chunk, layout.paramsBytes, shape);
+  }
+  ADAPREC_CHECK(status == 0, ErrorCode::kUnsupported, "no kernel encodes " << formatName(format));
+}
+
+void CpuStandInDevice::launchDecode(Format format, const std::byte* chunk, float* out, std::size_t n,
+                                    bool add) const {
+  const codec::ChunkLayout layout = codec::chunkLayout(format, n);
+  const auto id = static_cast<std::uint8_t>(format);
+  int status;
+  if (threadsPerBlock_ == 0) {
+    status = kernels::dispatchDecode(kernels::SerialLauncher{}, id, chunk, out, n, layout.paramsBytes, add);
+  } else {
+    kernels::LaunchShape shape;
+    shape.threads = threadsPerBlock_;
+    status = kernels::dispatchDecode(kernels::ThreadedLauncher{}, id, chunk, out, n, layout.paramsBytes, add, shape);
+  }
+  ADAPREC_CHECK(status == 0, ErrorCode::kUnsupported, "no kernel decodes " << formatName(format));
+}
+
+void CpuStandInDevice::encode(Format format, const float* src, std::size_t n, std::byte* chunk,
+                              std::size_t bytes) {
+  ADAPREC_CHECK(bytes == codec::chunkLayout(format, n).totalBytes, ErrorCode::kInternal,
+                "CPU device stand-in: encode of " << n << " elements into " << bytes << " bytes");
+  requireDevice(src, n * sizeof(float), "encode source");
+  requireDevice(chunk, bytes, "encode chunk");
+  enqueue([=, this] { launchEncode(format, src, n, chunk); });
+}
+
+void CpuStandInDevice::encodeWithResidual(Format format, const float* src, float* residual, std::size_t n,
+                                          std::byte* chunk, std::size_t bytes) {
+  ADAPREC_CHECK(bytes == codec::chunkLayout(format, n).totalBytes, ErrorCode::kInternal,
+                "CPU device stand-in: encode of " << n << " elements into " << bytes << " bytes");
+  requireDevice(src, n * sizeof(float), "encode source");
+  requireDevice(residual, n * sizeof(float), "residual");
+  requireDevice(chunk, bytes, "encode chunk");
+  enqueue([=, this] {
+    std::vector<float> withResidual(n);
+    std::vector<float> decoded(n);
+    for (std::size_t i = 0; i < n; ++i) withResidual[i] = detail::saturatingAdd(src[i], residual[i]);
+    launchEncode(format, withResidual.data(), n, chunk);
+    launchDecode(format, chunk, decoded.data(), n, false);
+    for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual[i] - decoded[i];
+  });
+}
+
+void CpuStandInDevice::decode(Format format, const std::byte* chunk, std::size_t bytes, float* dst,
+                              std::size_t n) {
+  requireDevice(chunk, bytes, "decode chunk");
+  requireDevice(dst, n * sizeof(float), "decode output");
+  enqueue([=, this] { launchDecode(format, chunk, dst, n, false); });
+}
+
+void CpuStandInDevice::decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc,
+                                 std::size_t n) {
+  requireDevice(chunk, bytes, "decodeAdd chunk");
+  requireDevice(acc, n * sizeof(float), "decodeAdd accumulator");
+  enqueue([=, this] { launchDecode(format, chunk, acc, n, true); });
+}
+
+void CpuStandInDevice::add(float* acc, const float* in, std::size_t n, bool saturating) {
+  requireDevice(acc, n * sizeof(float), "add accumulator");
+  requireDevice(in, n * sizeof(float), "add input");
+  enqueue([=] {
+    for (std::size_t i = 0; i < n; ++i) acc[i] = saturating ? detail::saturatingAdd(acc[i], in[i]) : acc[i] + in[i];
+  });
+}
+
+void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
+  requireDevice(buf, n * sizeof(float), "divide buffer");
+  enqueue([=] {
+    for (std::size_t i = 0; i < n; ++i) buf[i] /= divisor;
+  });
+}
+
+void* CpuStandInDevice::allocate(std::size_t bytes) {
+  auto* p = new std::byte[bytes == 0 ? 1 : bytes];
+  std::memset(p, kGarbage, bytes == 0 ? 1 : bytes);
+  allocations_.emplace(p, bytes == 0 ? 1 : bytes);
+  return p;
+}
+
+void CpuStandInDevice::release(void* device) {
+  if (device == nullptr) return;
+  auto it = allocations_.find(static_cast<const std::byte*>(device));
+  ADAPREC_CHECK(it != allocations_.end(), ErrorCode::kInternal, "CPU device stand-in: release of " << device
+                                                                   << ", not a live allocation");
+  allocations_.erase(it);  // no later operation may use it; queued ones still may
+  enqueue([p = static_cast<std::byte*>(device)] { delete[] p; });
+}
+
+void CpuStandInDevice::fillZero(void* device, std::size_t bytes) {
+  requireDevice(device, bytes, "fillZero");
+  enqueue([=] { std::memset(device, 0, bytes); });
+}
+
+void CpuStandInDevice::copyToHost(void* host, const void* device, std::size_t bytes) {
+  requireHost(host, bytes, "copyToHost destination");
+  requireDevice(device, bytes, "copyToHost source");
+  enqueue([=] { std::memcpy(host, device, bytes); });
+}
+
+void CpuStandInDevice::copyToDevice(void* device, const void* host, std::size_t bytes) {
+  requireDevice(device, bytes, "copyToDevice destination");
+  requireHost(host, bytes, "copyToDevice source");
+  enqueue([=] { std::memcpy(device, host, bytes); });
+}
+
+void CpuStandInDevice::copyOnDevice(void* dst, const void* src, std::size_t bytes) {
+  requireDevice(dst, bytes, "copyOnDevice destination");
+  requireDevice(src, bytes, "copyOnDevice source");
+  enqueue([=] { std::memmove(dst, src, bytes); });
+}
+
+void CpuStandInDevice::synchronize() {
+  if (synchronizations_++ == skip_) return;
+  drain();
+}
+
+void CpuStandInDevice::drain() {
+  while (!queue_.empty()) {
+    std::function<void()> op = std::move(queue_.front());
+    queue_.pop_front();
+    op();
+  }
+}
+
+}  // namespace adaprec::test
