@@ -4,11 +4,11 @@
 #include <memory>
 #include <vector>
 
-#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "codec/chunk_header.hpp"
 #include "codec_dispatch.cuh"
 #include "cpu_launch.hpp"
+#include "elementwise_functors.cuh"
 
 namespace adaprec::test {
 namespace {
@@ -70,6 +70,15 @@ void CpuStandInDevice::launchDecode(Format format, const std::byte* chunk, float
   ADAPREC_CHECK(status == 0, ErrorCode::kUnsupported, "no kernel decodes " << formatName(format));
 }
 
+template <class F>
+void CpuStandInDevice::runElementwise(std::size_t n, const F& f) const {
+  if (threadsPerBlock_ == 0) {
+    kernels::launchElementwise(kernels::SerialLauncher{}, n, f);
+  } else {
+    kernels::launchElementwise(kernels::ThreadedLauncher{}, n, f, threadsPerBlock_);
+  }
+}
+
 void CpuStandInDevice::encode(Format format, const float* src, std::size_t n, std::byte* chunk,
                               std::size_t bytes) {
   ADAPREC_CHECK(bytes == codec::chunkLayout(format, n).totalBytes, ErrorCode::kInternal,
@@ -87,12 +96,12 @@ void CpuStandInDevice::encodeWithResidual(Format format, const float* src, float
   requireDevice(residual, n * sizeof(float), "residual");
   requireDevice(chunk, bytes, "encode chunk");
   enqueue([=, this] {
-    std::vector<float> withResidual(n);
+    std::vector<float> withResidual(n);  // the CUDA implementation's device scratch
     std::vector<float> decoded(n);
-    for (std::size_t i = 0; i < n; ++i) withResidual[i] = detail::saturatingAdd(src[i], residual[i]);
+    runElementwise(n, kernels::AddResidual{src, residual, withResidual.data(), n});
     launchEncode(format, withResidual.data(), n, chunk);
     launchDecode(format, chunk, decoded.data(), n, false);
-    for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual[i] - decoded[i];
+    runElementwise(n, kernels::UpdateResidual{withResidual.data(), decoded.data(), residual, n});
   });
 }
 
@@ -113,16 +122,12 @@ void CpuStandInDevice::decodeAdd(Format format, const std::byte* chunk, std::siz
 void CpuStandInDevice::add(float* acc, const float* in, std::size_t n, bool saturating) {
   requireDevice(acc, n * sizeof(float), "add accumulator");
   requireDevice(in, n * sizeof(float), "add input");
-  enqueue([=] {
-    for (std::size_t i = 0; i < n; ++i) acc[i] = saturating ? detail::saturatingAdd(acc[i], in[i]) : acc[i] + in[i];
-  });
+  enqueue([=, this] { runElementwise(n, kernels::AddInto{acc, in, n, saturating}); });
 }
 
 void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
   requireDevice(buf, n * sizeof(float), "divide buffer");
-  enqueue([=] {
-    for (std::size_t i = 0; i < n; ++i) buf[i] /= divisor;
-  });
+  enqueue([=, this] { runElementwise(n, kernels::DivideBy{buf, n, divisor}); });
 }
 
 void* CpuStandInDevice::allocate(std::size_t bytes) {

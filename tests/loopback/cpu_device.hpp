@@ -7,9 +7,10 @@
 //   - its stream is deferred: operations are queued and run only at synchronize(), in order, as a GPU
 //     may run them any time after they are queued. A copyToHost's destination is written, and a
 //     copyToDevice's source read, only then; so a missing synchronize is a wrong result, not luck;
-//   - its codec is the kernel functors of kernels/ (the source nvcc compiles) run by the CPU launcher
-//     (serial, or threaded with real threads per block); error feedback's residual update, the
-//     averaging and hierarchical's fp32 sums are plain loops of the same scalar functions.
+//   - its kernels are the functors of kernels/ (the source nvcc compiles) run by the CPU launcher
+//     (serial, or threaded with real threads per block): the codec (codec_dispatch.cuh) and the
+//     element-wise ones (elementwise_functors.cuh: error feedback's residual, hierarchical's fp32
+//     sums, the averaging).
 // One instance per rank (per thread): it is one device's one stream.
 #pragma once
 
@@ -59,6 +60,8 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   void requireHost(const void* p, std::size_t bytes, const char* what) const;
   void launchEncode(Format format, const float* src, std::size_t n, std::byte* chunk) const;
   void launchDecode(Format format, const std::byte* chunk, float* out, std::size_t n, bool add) const;
+  template <class F>
+  void runElementwise(std::size_t n, const F& f) const;
 
   unsigned threadsPerBlock_;
   std::map<const std::byte*, std::size_t> allocations_;  // live: start -> bytes
