@@ -1,6 +1,7 @@
-// Runs allreduces on a fresh loopback group with every rank's buffers on its own CPU stand-in of a
-// device (cpu_device.hpp): ranks are threads, each with its own device and stream. The counterpart of
-// loopback_run.hpp's host run, with the same outcome record, so the two can be compared bit for bit.
+// Runs allreduces on a fresh loopback group with every rank's buffers on its own device behind the
+// seam (the CPU stand-in, cpu_device.hpp, or CUDA in tests/gpu): ranks are threads, each with its own
+// device and stream. The counterpart of loopback_run.hpp's host run, with the same outcome record, so
+// the two can be compared bit for bit.
 #pragma once
 
 #include <cstring>
@@ -8,18 +9,22 @@
 #include <memory>
 #include <vector>
 
-#include "cpu_device.hpp"
+#include "algorithm/device_codec.hpp"
 #include "loopback_run.hpp"
 
 namespace adaprec::test {
 
 struct DeviceRunOptions {
+  // Each rank's device (required for runDeviceAllreduce), and how to make everything it was given
+  // happen before a result is read (default: synchronize; the stand-in's tests drain it instead,
+  // whatever a hook skipped).
+  std::function<std::shared_ptr<detail::DeviceCodec>()> makeDevice;
+  std::function<void(detail::DeviceCodec&)> flush;
   bool outOfPlace = false;
   int repetitions = 1;     // as runLoopbackAllreduce: input restored before each, results averaged
-  unsigned threadsPerBlock = 0;  // the stand-in's launcher: 0 serial, else threaded
   double timeoutSeconds = 0;     // CommunicatorOptions::timeoutSeconds (for runs that may fail)
   // Called on each rank's device before repetition `rep` (test hooks such as skipSynchronize).
-  std::function<void(CpuStandInDevice&, int rep)> beforeRepetition;
+  std::function<void(detail::DeviceCodec&, int rep)> beforeRepetition;
   // Inputs of repetitions after the first (default: the same as the first).
   const std::vector<std::vector<float>>* laterInputs = nullptr;
 };
@@ -41,7 +46,14 @@ inline DeviceOutcome runDeviceAllreduce(int ranksPerNode, const std::vector<std:
   out.errors.resize(p);
   out.feedbackState.resize(p);
   runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-    auto device = std::make_shared<CpuStandInDevice>(run.threadsPerBlock);
+    const std::shared_ptr<detail::DeviceCodec> device = run.makeDevice();
+    auto flush = [&] {
+      if (run.flush) {
+        run.flush(*device);
+      } else {
+        device->synchronize();
+      }
+    };
     try {
       CommunicatorOptions copt = CommunicatorOptions::fromEnvironment();
       copt.timeoutSeconds = run.timeoutSeconds;
@@ -60,7 +72,7 @@ inline DeviceOutcome runDeviceAllreduce(int ranksPerNode, const std::vector<std:
         if (run.beforeRepetition) run.beforeRepetition(*device, rep);
         out.stats[rank] = comm.allreduce(in, result, n, options[rank]);
         device->copyToHost(host.data(), result, bytes);
-        device->drain();  // whatever a test hook skipped: read what the device holds
+        flush();
         for (std::size_t i = 0; i < n; ++i) mean[i] += host[i];
       }
       if (run.repetitions > 1)
@@ -69,9 +81,10 @@ inline DeviceOutcome runDeviceAllreduce(int ranksPerNode, const std::vector<std:
       out.feedbackState[rank] = comm.saveErrorFeedback();
       device->release(in);
       if (result != in) device->release(result);
+      device->synchronize();
     } catch (const Error& e) {
       out.errors[rank] = e.code();
-      device->drain();
+      flush();
       if (e.code() != ErrorCode::kMismatch && e.code() != ErrorCode::kUnsupported && run.timeoutSeconds == 0) throw;
     }
   });

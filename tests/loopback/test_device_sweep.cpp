@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "cpu_device.hpp"
 #include "device_run.hpp"
 #include "engine_check.hpp"
 
@@ -18,6 +19,14 @@ using namespace adaprec::test;
 namespace {
 
 constexpr int kRanksPerNode = 2;
+
+// Each rank on its own stand-in (serial launcher, or threaded with this many threads per block).
+DeviceRunOptions onStandIn(unsigned threadsPerBlock = 0) {
+  DeviceRunOptions run;
+  run.makeDevice = [threadsPerBlock] { return std::make_shared<CpuStandInDevice>(threadsPerBlock); };
+  run.flush = [](detail::DeviceCodec& device) { static_cast<CpuStandInDevice&>(device).drain(); };
+  return run;
+}
 
 // Checks a device run like the host sweep does and against the host run of the same (algorithm,
 // wire format). Returns false for the one documented refusal (native with a format it cannot carry).
@@ -32,9 +41,8 @@ bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count
   INFO("algorithm " << algorithmName(algorithm) << " format " << formatName(format) << " ranks " << p << " count "
                     << count << " outOfPlace " << outOfPlace << " threads/block " << threadsPerBlock << " seed "
                     << kSeed);
-  DeviceRunOptions run;
+  DeviceRunOptions run = onStandIn(threadsPerBlock);
   run.outOfPlace = outOfPlace;
-  run.threadsPerBlock = threadsPerBlock;
   const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), run);
   if (got.anyError()) {
     const bool expected = algorithm == Algorithm::kNative && format != Format::kFp32 && format != Format::kBf16 &&
@@ -115,7 +123,7 @@ TEST_CASE("device error feedback matches the host path, residuals included", "[d
         opt.algorithm = algorithm;
         opt.average = true;
         opt.key = "grad";
-        DeviceRunOptions run;
+        DeviceRunOptions run = onStandIn();
         run.repetitions = 3;
         run.laterInputs = &later;
         run.outOfPlace = p == 4;
@@ -145,7 +153,8 @@ TEST_CASE("fastest on device buffers matches the host path with the format it ch
     AllreduceOptions opt;
     opt.format = parseFormatSpec("fastest");
     opt.algorithm = Algorithm::kTwoShot;
-    const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt));
+    const DeviceOutcome got =
+        runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), onStandIn());
     REQUIRE_FALSE(got.anyError());
     const Format wire = got.stats[0].format;
     const int q = detail::quantizationsPerValue(Algorithm::kTwoShot, wire, p, (p + 1) / 2);
@@ -181,7 +190,7 @@ TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]"
       opt.format = parseFormatSpec(spec);
       opt.algorithm = algorithm;
       const std::vector<AllreduceOptions> options(p, opt);
-      DeviceRunOptions run;
+      DeviceRunOptions run = onStandIn();
       run.repetitions = 2;
       run.laterInputs = &b;
       run.timeoutSeconds = 20;  // a rank that fails takes the others with it (completion vote)
@@ -190,8 +199,9 @@ TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]"
       const DeviceOutcome clean = runDeviceAllreduce(kRanksPerNode, a, options, run);
       REQUIRE_FALSE(clean.anyError());
       REQUIRE(firstDifference(clean, host).empty());
-      run.beforeRepetition = [](CpuStandInDevice& device, int rep) {
-        if (rep == 1) device.skipSynchronize(device.synchronizations());
+      run.beforeRepetition = [](detail::DeviceCodec& device, int rep) {
+        auto& standIn = static_cast<CpuStandInDevice&>(device);
+        if (rep == 1) standIn.skipSynchronize(standIn.synchronizations());
       };
       const DeviceOutcome skipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
       const bool wrong = skipped.anyError() || !firstDifference(skipped, host).empty();
