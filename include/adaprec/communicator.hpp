@@ -233,8 +233,8 @@ class Communicator {
   void setErrorFeedback(std::string_view key, ErrorFeedbackState state);
   // The buffers allreduce gets from now on live on this device, and the codec runs there (docs/gpu.md,
   // "The device seam"); only encoded bytes are staged through host memory. Null (the default): host
-  // memory. Each allreduce synchronizes the device before it returns. Not collective; the device
-  // must outlive neither this communicator (it is shared) nor be used by another thread meanwhile.
+  // memory. Each allreduce synchronizes the device before it returns. Not collective; the
+  // communicator shares the device and is its only user during an allreduce (one device per rank).
   void setDevice(std::shared_ptr<detail::DeviceCodec> device);
   // Sum of the stats of every allreduce so far.
   const AllreduceStats& totals() const;

@@ -7,6 +7,7 @@
 // the host path's results and residuals bit for bit. Ranks are grouped two per emulated node.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <string>
 
 #include "cpu_device.hpp"
@@ -206,6 +207,69 @@ TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]"
       const DeviceOutcome skipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
       const bool wrong = skipped.anyError() || !firstDifference(skipped, host).empty();
       CHECK(wrong);
+    }
+  }
+}
+
+// Saved error-feedback state moves between host and device: three +ef steps on the host, against two
+// on a device, saveErrorFeedback (residuals copied down), loadErrorFeedback into a fresh communicator
+// on a fresh device (uploaded on first use), the third step there. The third results must be equal.
+TEST_CASE("device error-feedback state saves and loads like the host's", "[device][ef]") {
+  const int p = 4;
+  const std::size_t count = 3001;
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kRecursiveDoubling}) {
+    INFO(algorithmName(algorithm));
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("table2+ef");
+    opt.algorithm = algorithm;
+    opt.key = "w";
+    auto input = [&](int rank, int step) { return makeInput(rank, count, false, kSeed + 31u * step); };
+    std::vector<std::vector<float>> hostOut(p);
+    std::vector<std::vector<float>> deviceOut(p);
+    {
+      LoopbackGroup group(p, kRanksPerNode);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+        Communicator comm(transport);
+        for (int step = 0; step < 3; ++step) {
+          hostOut[rank] = input(rank, step);
+          comm.allreduce(hostOut[rank].data(), count, opt);
+        }
+      });
+    }
+    {
+      LoopbackGroup group(p, kRanksPerNode);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+        auto step = [&](Communicator& comm, CpuStandInDevice& device, int s) {
+          auto* d = static_cast<float*>(device.allocate(count * sizeof(float)));
+          const std::vector<float> in = input(rank, s);
+          std::vector<float> out(count);
+          device.copyToDevice(d, in.data(), count * sizeof(float));
+          device.synchronize();
+          comm.allreduce(d, count, opt);
+          device.copyToHost(out.data(), d, count * sizeof(float));
+          device.release(d);
+          device.synchronize();
+          return out;
+        };
+        std::vector<std::byte> saved;
+        {
+          auto device = std::make_shared<CpuStandInDevice>();
+          Communicator comm(transport);
+          comm.setDevice(device);
+          step(comm, *device, 0);
+          step(comm, *device, 1);
+          saved = comm.saveErrorFeedback();
+        }
+        auto device = std::make_shared<CpuStandInDevice>();
+        Communicator comm(transport);
+        comm.setDevice(device);
+        comm.loadErrorFeedback(saved);
+        deviceOut[rank] = step(comm, *device, 2);
+      });
+    }
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r);
+      REQUIRE(std::memcmp(hostOut[r].data(), deviceOut[r].data(), count * sizeof(float)) == 0);
     }
   }
 }
