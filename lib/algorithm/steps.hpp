@@ -5,7 +5,8 @@
 // memory (the workspace's staging buffers the transport sends and receives). On a device, encode runs
 // there into a device chunk that is copied to the host staging buffer, and decode copies the received
 // bytes up and decodes there; each step synchronizes the stream before it returns (correctness first:
-// docs/gpu.md says where copies could overlap transfers instead).
+// docs/gpu.md says where copies could overlap transfers instead). Device time is counted where the
+// stream is synchronized: encodeKeepDecoded's decode counts as encode time there.
 #pragma once
 
 #include <cstddef>

@@ -211,11 +211,11 @@ Communicator::~Communicator() {
   if (impl_ && impl_->timeline) impl_->timeline->flush();
 }
 Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
 void Communicator::setDevice(std::shared_ptr<detail::DeviceCodec> device) {
   impl_->device = std::move(device);  // residuals move to it on their next use
 }
-Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
 int Communicator::rank() const { return impl_->transport->rank(); }
 int Communicator::size() const { return impl_->transport->size(); }

@@ -65,8 +65,10 @@ class CudaDeviceCodec final : public DeviceCodec {
     check(kernels::launchDivideBy(buf, n, divisor, stream_), "divide");
   }
   void* allocate(std::size_t bytes) override {
+    // Whole 256-byte granules: the codec kernels may read the rest of the aligned word at a chunk's
+    // end (docs/gpu.md), which must lie inside the allocation whatever the pool hands out.
     void* p = nullptr;
-    check(cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_), "allocation");
+    check(cudaMallocAsync(&p, ((bytes == 0 ? 1 : bytes) + 255) / 256 * 256, stream_), "allocation");
     return p;
   }
   void release(void* device) override {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "adaprec/error.hpp"
@@ -14,12 +15,22 @@ namespace adaprec::test {
 namespace {
 
 constexpr unsigned char kGarbage = 0xa5;  // fresh device memory: every float a NaN-free odd pattern
+// cudaMalloc's granule: allocations start 256-byte aligned and own whole granules, so a kernel may read
+// (never write) the rest of the aligned word at either end of a chunk (docs/gpu.md, "Whole-word
+// writes"). The checks of operands still use the size asked for.
+constexpr std::size_t kGranule = 256;
+
+std::byte* granules(std::size_t bytes) {
+  const std::size_t rounded = (bytes + kGranule - 1) / kGranule * kGranule;
+  return static_cast<std::byte*>(::operator new(rounded, std::align_val_t{kGranule}));
+}
+void freeGranules(std::byte* p) { ::operator delete(p, std::align_val_t{kGranule}); }
 
 }  // namespace
 
 CpuStandInDevice::~CpuStandInDevice() {
   drain();
-  for (auto& [start, bytes] : allocations_) delete[] start;
+  for (auto& [start, bytes] : allocations_) freeGranules(const_cast<std::byte*>(start));
 }
 
 void CpuStandInDevice::requireDevice(const void* p, std::size_t bytes, const char* what) const {
@@ -131,9 +142,10 @@ void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
 }
 
 void* CpuStandInDevice::allocate(std::size_t bytes) {
-  auto* p = new std::byte[bytes == 0 ? 1 : bytes];
-  std::memset(p, kGarbage, bytes == 0 ? 1 : bytes);
-  allocations_.emplace(p, bytes == 0 ? 1 : bytes);
+  const std::size_t size = bytes == 0 ? 1 : bytes;
+  std::byte* p = granules(size);
+  std::memset(p, kGarbage, (size + kGranule - 1) / kGranule * kGranule);
+  allocations_.emplace(p, size);
   return p;
 }
 
@@ -143,27 +155,31 @@ void CpuStandInDevice::release(void* device) {
   ADAPREC_CHECK(it != allocations_.end(), ErrorCode::kInternal, "CPU device stand-in: release of " << device
                                                                    << ", not a live allocation");
   allocations_.erase(it);  // no later operation may use it; queued ones still may
-  enqueue([p = static_cast<std::byte*>(device)] { delete[] p; });
+  enqueue([p = static_cast<std::byte*>(device)] { freeGranules(p); });
 }
 
 void CpuStandInDevice::fillZero(void* device, std::size_t bytes) {
+  if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(device, bytes, "fillZero");
   enqueue([=] { std::memset(device, 0, bytes); });
 }
 
 void CpuStandInDevice::copyToHost(void* host, const void* device, std::size_t bytes) {
+  if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireHost(host, bytes, "copyToHost destination");
   requireDevice(device, bytes, "copyToHost source");
   enqueue([=] { std::memcpy(host, device, bytes); });
 }
 
 void CpuStandInDevice::copyToDevice(void* device, const void* host, std::size_t bytes) {
+  if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(device, bytes, "copyToDevice destination");
   requireHost(host, bytes, "copyToDevice source");
   enqueue([=] { std::memcpy(device, host, bytes); });
 }
 
 void CpuStandInDevice::copyOnDevice(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(dst, bytes, "copyOnDevice destination");
   requireDevice(src, bytes, "copyOnDevice source");
   enqueue([=] { std::memmove(dst, src, bytes); });

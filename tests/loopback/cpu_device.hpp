@@ -1,6 +1,7 @@
 // A CPU stand-in of a GPU behind the device seam (lib/algorithm/device_codec.hpp), for tests on
 // machines without one (docs/gpu.md, "The CPU stand-in"):
-//   - its memory is separate allocations, filled with garbage when allocated (as cudaMalloc's), and
+//   - its memory is separate allocations in whole 256-byte granules (as cudaMalloc's), filled with
+//     garbage when allocated, and
 //     every pointer an operation gets is checked: device operands inside a live allocation, host
 //     operands of the copies outside every one (a host pointer handed to the device codec, or a device
 //     pointer handed to the transport via a copy, is an Error(kInternal) at once);
