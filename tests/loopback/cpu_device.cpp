@@ -1,5 +1,6 @@
 #include "cpu_device.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -26,11 +27,25 @@ std::byte* granules(std::size_t bytes) {
 }
 void freeGranules(std::byte* p) { ::operator delete(p, std::align_val_t{kGranule}); }
 
+// Device addresses are host addresses with bit 62 set: non-canonical on x86-64 (and outside any
+// 48/57-bit address space elsewhere), so the host dereferencing a device pointer faults at once, as
+// with cudaMalloc'd memory, instead of quietly reading memory that happens to be host memory here.
+// Pointer arithmetic on them works; only the stand-in's own operations translate them back.
+constexpr std::uintptr_t kDeviceTag = std::uintptr_t{1} << 62;
+template <class T>
+T* tag(T* p) {
+  return reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(p) ^ kDeviceTag);
+}
+template <class T>
+T* real(T* p) {
+  return tag(p);  // the same involution
+}
+
 }  // namespace
 
 CpuStandInDevice::~CpuStandInDevice() {
   drain();
-  for (auto& [start, bytes] : allocations_) freeGranules(const_cast<std::byte*>(start));
+  for (auto& [start, bytes] : allocations_) freeGranules(real(const_cast<std::byte*>(start)));
 }
 
 void CpuStandInDevice::requireDevice(const void* p, std::size_t bytes, const char* what) const {
@@ -96,7 +111,7 @@ void CpuStandInDevice::encode(Format format, const float* src, std::size_t n, st
                 "CPU device stand-in: encode of " << n << " elements into " << bytes << " bytes");
   requireDevice(src, n * sizeof(float), "encode source");
   requireDevice(chunk, bytes, "encode chunk");
-  enqueue([=, this] { launchEncode(format, src, n, chunk); });
+  enqueue([=, this] { launchEncode(format, real(src), n, real(chunk)); });
 }
 
 void CpuStandInDevice::encodeWithResidual(Format format, const float* src, float* residual, std::size_t n,
@@ -109,10 +124,10 @@ void CpuStandInDevice::encodeWithResidual(Format format, const float* src, float
   enqueue([=, this] {
     std::vector<float> withResidual(n);  // the CUDA implementation's device scratch
     std::vector<float> decoded(n);
-    runElementwise(n, kernels::AddResidual{src, residual, withResidual.data(), n});
-    launchEncode(format, withResidual.data(), n, chunk);
-    launchDecode(format, chunk, decoded.data(), n, false);
-    runElementwise(n, kernels::UpdateResidual{withResidual.data(), decoded.data(), residual, n});
+    runElementwise(n, kernels::AddResidual{real(src), real(residual), withResidual.data(), n});
+    launchEncode(format, withResidual.data(), n, real(chunk));
+    launchDecode(format, real(chunk), decoded.data(), n, false);
+    runElementwise(n, kernels::UpdateResidual{withResidual.data(), decoded.data(), real(residual), n});
   });
 }
 
@@ -120,33 +135,33 @@ void CpuStandInDevice::decode(Format format, const std::byte* chunk, std::size_t
                               std::size_t n) {
   requireDevice(chunk, bytes, "decode chunk");
   requireDevice(dst, n * sizeof(float), "decode output");
-  enqueue([=, this] { launchDecode(format, chunk, dst, n, false); });
+  enqueue([=, this] { launchDecode(format, real(chunk), real(dst), n, false); });
 }
 
 void CpuStandInDevice::decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc,
                                  std::size_t n) {
   requireDevice(chunk, bytes, "decodeAdd chunk");
   requireDevice(acc, n * sizeof(float), "decodeAdd accumulator");
-  enqueue([=, this] { launchDecode(format, chunk, acc, n, true); });
+  enqueue([=, this] { launchDecode(format, real(chunk), real(acc), n, true); });
 }
 
 void CpuStandInDevice::add(float* acc, const float* in, std::size_t n, bool saturating) {
   requireDevice(acc, n * sizeof(float), "add accumulator");
   requireDevice(in, n * sizeof(float), "add input");
-  enqueue([=, this] { runElementwise(n, kernels::AddInto{acc, in, n, saturating}); });
+  enqueue([=, this] { runElementwise(n, kernels::AddInto{real(acc), real(in), n, saturating}); });
 }
 
 void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
   requireDevice(buf, n * sizeof(float), "divide buffer");
-  enqueue([=, this] { runElementwise(n, kernels::DivideBy{buf, n, divisor}); });
+  enqueue([=, this] { runElementwise(n, kernels::DivideBy{real(buf), n, divisor}); });
 }
 
 void* CpuStandInDevice::allocate(std::size_t bytes) {
   const std::size_t size = bytes == 0 ? 1 : bytes;
   std::byte* p = granules(size);
   std::memset(p, kGarbage, (size + kGranule - 1) / kGranule * kGranule);
-  allocations_.emplace(p, size);
-  return p;
+  allocations_.emplace(tag(p), size);
+  return tag(p);
 }
 
 void CpuStandInDevice::release(void* device) {
@@ -155,34 +170,34 @@ void CpuStandInDevice::release(void* device) {
   ADAPREC_CHECK(it != allocations_.end(), ErrorCode::kInternal, "CPU device stand-in: release of " << device
                                                                    << ", not a live allocation");
   allocations_.erase(it);  // no later operation may use it; queued ones still may
-  enqueue([p = static_cast<std::byte*>(device)] { freeGranules(p); });
+  enqueue([p = real(static_cast<std::byte*>(device))] { freeGranules(p); });
 }
 
 void CpuStandInDevice::fillZero(void* device, std::size_t bytes) {
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(device, bytes, "fillZero");
-  enqueue([=] { std::memset(device, 0, bytes); });
+  enqueue([=] { std::memset(real(device), 0, bytes); });
 }
 
 void CpuStandInDevice::copyToHost(void* host, const void* device, std::size_t bytes) {
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireHost(host, bytes, "copyToHost destination");
   requireDevice(device, bytes, "copyToHost source");
-  enqueue([=] { std::memcpy(host, device, bytes); });
+  enqueue([=] { std::memcpy(host, real(device), bytes); });
 }
 
 void CpuStandInDevice::copyToDevice(void* device, const void* host, std::size_t bytes) {
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(device, bytes, "copyToDevice destination");
   requireHost(host, bytes, "copyToDevice source");
-  enqueue([=] { std::memcpy(device, host, bytes); });
+  enqueue([=] { std::memcpy(real(device), host, bytes); });
 }
 
 void CpuStandInDevice::copyOnDevice(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(dst, bytes, "copyOnDevice destination");
   requireDevice(src, bytes, "copyOnDevice source");
-  enqueue([=] { std::memmove(dst, src, bytes); });
+  enqueue([=] { std::memmove(real(dst), real(src), bytes); });
 }
 
 void CpuStandInDevice::synchronize() {

@@ -1,7 +1,8 @@
 // A CPU stand-in of a GPU behind the device seam (lib/algorithm/device_codec.hpp), for tests on
 // machines without one (docs/gpu.md, "The CPU stand-in"):
 //   - its memory is separate allocations in whole 256-byte granules (as cudaMalloc's), filled with
-//     garbage when allocated, and
+//     garbage when allocated, at addresses the host cannot dereference (a host read or write of
+//     device memory faults, as with cudaMalloc'd memory), and
 //     every pointer an operation gets is checked: device operands inside a live allocation, host
 //     operands of the copies outside every one (a host pointer handed to the device codec, or a device
 //     pointer handed to the transport via a copy, is an Error(kInternal) at once);
