@@ -53,6 +53,19 @@ TEST_CASE("on a slow link auto compresses, within the budget", "[cost_model]") {
   CHECK(chooseAlgorithm(synthetic(4, 1, 125e6, 0.2e-9), Format::kFp32, count, 2).algorithm == Algorithm::kNative);
 }
 
+TEST_CASE("below its smallest probe the native curve falls to the latency", "[cost_model]") {
+  Calibration c = synthetic(4, 1, 125e6, 0.2e-9);
+  c.native = {{1048576.0, 10e-3}, {4194304.0, 40e-3}};
+  const double latency = 2 * 2 * c.inter.alphaSeconds;  // 2 ceil(log2 4) alphas
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 1) == Approx(latency).epsilon(0.01));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 131072) == Approx((latency + 10e-3) / 2));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 262144) == Approx(10e-3));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 524288) == Approx(20e-3));
+  // A smallest probe faster than the latency estimate (a fast MPI): never above the probe.
+  c.native.front().second = 50e-6;
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 1) <= 50e-6);
+}
+
 TEST_CASE("on a fast link with a slow codec auto stays native", "[cost_model]") {
   const Calibration c = synthetic(4, 1, 100e9, 5e-9);
   for (Format format : {Format::kFp32, Format::kBf16, Format::kFp8, Format::kTable4})
