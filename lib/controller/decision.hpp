@@ -1,8 +1,9 @@
 // The controller's decision rule, separate from the training loop so that it can be tested on
 // constructed cases. Input: for each candidate precision, its speculative branch's validation curve
 // (all branches start from the same state at step 0 of the phase) and its measured time per step.
-// The predictor fits all curves jointly and predicts each candidate's accuracy at its horizon H_c (end of
-// its branch + the continuation phase; one H for all, or per candidate). Rules:
+// The predictor fits all curves jointly (under the trainer's learning-rate schedule when its rates are
+// not constant: DecisionConfig::learningRates) and predicts each candidate's accuracy at its horizon
+// H_c (end of its branch + the continuation phase; one H for all, or per candidate). Rules:
 //   gain-per-second (the original AdaPrec):  score_c = (E[acc_c(H_c)] - acc(0)) / (H_c * secondsPerStep_c)
 //   risk-aware: P(gain_c / time_c > gain_b / time_b) for the baseline b (fp32), with the predictive
 //               distributions approximated as independent normals; the baseline scores 0.5, so a
