@@ -38,6 +38,20 @@ CLI::Validator numberCheck(double low, bool lowOpen, double high, bool highOpen,
       valid);
 }
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+
+// --lr-schedule: the predictor's parser decides (one source of truth for the forms and their errors).
+CLI::Validator lrScheduleCheck() {
+  return CLI::Validator(
+      [](std::string& spec) -> std::string {
+        try {
+          predictor::LrSchedule::parse(spec);
+          return std::string();
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "SPEC");
+}
 CLI::Validator atLeast(double low) { return numberCheck(low, false, kNoLimit, false, true); }
 CLI::Validator positiveReal() { return numberCheck(0, true, kNoLimit, false, false); }
 CLI::Validator nonNegativeReal() { return numberCheck(0, false, kNoLimit, false, false); }
@@ -106,6 +120,17 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->check(positiveReal())
       ->capture_default_str();
   app.add_option("--power", t.schedule.power, "poly schedule: exponent (> 0)")->check(positiveReal())->capture_default_str();
+  app.add_option("--lr-schedule", t.schedule.lrSchedule,
+                 "Learning-rate schedule over global steps instead of --schedule/--warmup/--milestones/--gamma/"
+                 "--power: the rate is the scaled peak times lr(step) / the schedule's peak, lr from constant, "
+                 "cosine:TOTAL, cosine:TOTAL:WARMUP, poly:TOTAL:POWER, step:GAMMA:S1,S2,... or file:PATH "
+                 "(CSV step,lr), the forms of adaprec-predict --lr-schedule")
+      ->check(lrScheduleCheck())
+      ->excludes("--schedule")
+      ->excludes("--warmup")
+      ->excludes("--milestones")
+      ->excludes("--gamma")
+      ->excludes("--power");
   app.add_option("--format", o.format,
                  "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, '+ef' for error "
                  "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")

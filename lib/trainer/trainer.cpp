@@ -111,7 +111,7 @@ void Trainer::step() {
     const double at = static_cast<double>(step_) / stepsPerEpoch_;
     std::ostringstream os;
     os << "training diverged: the training loss is " << r.loss << " at step " << step_ << " (epoch " << at
-       << ", learning rate " << learningRate(config_.schedule, at) << ") on rank " << rank_
+       << ", learning rate " << learningRate() << ") on rank " << rank_
        << "; lower --lr, lengthen --warmup or use a less lossy --format";
     throw TrainingDiverged(os.str());
   }
@@ -119,7 +119,7 @@ void Trainer::step() {
   wireBytes_ += rs.wireBytes;
   fp32Bytes_ += rs.fp32Bytes;
   commSeconds_ += rs.seconds;
-  const double lr = learningRate(config_.schedule, static_cast<double>(step_) / stepsPerEpoch_);
+  const double lr = learningRate();
   sgd_->step(model_->parameters(), model_->gradients(), static_cast<float>(lr));
   lossSum_ += r.loss;
   ++lossSteps_;
@@ -365,7 +365,7 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   j["test_loss"] = eval.loss;
   j["test_accuracy"] = eval.accuracy;
   j["test_images"] = eval.images;
-  j["lr"] = learningRate(config_.schedule, epoch());
+  j["lr"] = learningRate();
   nlohmann::json formats = nlohmann::json::object();
   const auto used = reducer_->layerFormats();
   for (std::size_t i = 0; i < model_->layerRanges().size() && i < used.size(); ++i) {

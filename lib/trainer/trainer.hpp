@@ -121,6 +121,10 @@ class Trainer {
   std::uint64_t stepsPerEpoch() const { return stepsPerEpoch_; }
   std::uint64_t totalSteps() const;
   double epoch() const { return static_cast<double>(step_) / stepsPerEpoch_; }
+  // The rate update `step` is (or was) taken at: --lr-schedule or the epoch-based schedule. A function
+  // of the step alone, so a resumed run follows the same rates.
+  double learningRateAt(std::uint64_t step) const { return learningRateAtStep(config_.schedule, step, stepsPerEpoch_); }
+  double learningRate() const { return learningRateAt(step_); }  // the next update's
   double wallSeconds() const;
   int rank() const { return rank_; }
   int ranks() const { return size_; }

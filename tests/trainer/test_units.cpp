@@ -95,6 +95,38 @@ TEST_CASE("linear scaling rule, gradual warmup and decays", "[trainer][schedule]
   }
 }
 
+TEST_CASE("--lr-schedule: the predictor's schedule over steps times the scaled peak", "[trainer][schedule]") {
+  ScheduleConfig c;
+  c.baseLr = 0.1;
+  c.referenceBatch = 256;
+  c.globalBatch = 512;  // peak 0.2
+  c.lrSchedule = "poly:100:2";
+  c.check();
+  CHECK(learningRateAtStep(c, 0, 7) == Approx(0.2));
+  CHECK(learningRateAtStep(c, 50, 7) == Approx(0.2 * 0.25));
+  CHECK(learningRateAtStep(c, 200, 7) == 0.0);
+  c.lrSchedule = "step:0.5:30";
+  CHECK_THROWS_AS(learningRateAtStep(c, 0, 7), Error);  // not parsed by check() yet
+  c.check();
+  CHECK(learningRateAtStep(c, 29, 7) == Approx(0.2));
+  CHECK(learningRateAtStep(c, 30, 7) == Approx(0.1));
+  // Without it, the epoch-based schedule at step / stepsPerEpoch, exactly.
+  c.lrSchedule.clear();
+  c.kind = "cosine";
+  c.totalEpochs = 10;
+  c.check();
+  CHECK(learningRateAtStep(c, 35, 7) == learningRate(c, 35.0 / 7.0));
+  // Exclusive with the epoch-based decay and warmup; a malformed spec is the predictor's one-line error.
+  c.lrSchedule = "cosine:100";
+  CHECK(errorMessage([&] { c.check(); }).find("--lr-schedule replaces --schedule") != std::string::npos);
+  c.kind = "const";
+  c.warmupEpochs = 1;
+  CHECK(errorMessage([&] { c.check(); }).find("--lr-schedule replaces") != std::string::npos);
+  c.warmupEpochs = 0;
+  c.lrSchedule = "cosine:-1";
+  CHECK(errorMessage([&] { c.check(); }).find("lr schedule 'cosine:-1': TOTAL must be a number > 0") != std::string::npos);
+}
+
 TEST_CASE("momentum SGD with weight decay matches the closed form", "[trainer][sgd]") {
   MomentumSgd sgd(2, 0.5f, 0.1f);
   std::vector<float> w = {1.0f, -2.0f}, g = {0.5f, 0.25f};
