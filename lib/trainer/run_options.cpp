@@ -180,6 +180,20 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                                              "same format in one call")
       ->check(CLI::IsMember({"layer", "fused"}))
       ->capture_default_str();
+  auto* reduction =
+      app.add_option_function<std::string>(
+             "--reduction", [&t](const std::string& name) { t.reduction = parseReductionMode(name); },
+             "When gradients are reduced: sequential (after the backward pass), overlap (each bucket on a "
+             "communication thread as soon as backward has produced it; results bit-identical to sequential), "
+             "double-buffering (during the next step, whose update applies them: one step stale, ChainerMN's "
+             "double buffering; step 0 updates nothing). overlap and double-buffering need "
+             "MPI_THREAD_SERIALIZED (docs/trainer.md)")
+          ->check(CLI::IsMember({"sequential", "overlap", "double-buffering"}))
+          ->default_str("sequential");
+  app.add_flag_callback(
+         "--double-buffering", [&t] { t.reduction = ReductionMode::kDoubleBuffering; },
+         "Same as --reduction double-buffering")
+      ->excludes(reduction);
   app.add_option("--log", t.logPath, "JSON-lines log: one record per evaluation (epoch, step, wall seconds, losses, "
                                      "accuracy, format per layer, bytes sent and bytes fp32 would have sent)");
   app.add_option("--checkpoint", t.checkpointDir, "Directory for checkpoints (atomic; one file per rank)");

@@ -188,7 +188,7 @@ TEST_CASE("checkpoints carry the run identity; version 1 files are refused", "[t
   std::uint32_t version = 0;
   std::memcpy(&version, bytes.data() + 8, 4);
   CHECK(version == kCheckpointVersion);
-  CHECK(kCheckpointVersion == 2);
+  CHECK(kCheckpointVersion == 3);
   const TrainerSnapshot back = deserializeSnapshot(bytes, "memory");
   CHECK(back.runId == s.runId);
   CHECK(back.rank == 3);
@@ -202,6 +202,39 @@ TEST_CASE("checkpoints carry the run identity; version 1 files are refused", "[t
   CHECK(msg.find("ckpt-old") != std::string::npos);
   CHECK(msg.find("version 1") != std::string::npos);
   CHECK(msg.find("without --resume") != std::string::npos);
+}
+
+TEST_CASE("checkpoints carry a double-buffered run's pending gradients; version 2 files read with none",
+          "[trainer][checkpoint]") {
+  TrainerSnapshot s;
+  s.step = 5;
+  s.counters = "{}";
+  s.pendingGradients = {1.5f, -2.0f, 0.25f};
+  const TrainerSnapshot back = deserializeSnapshot(serializeSnapshot(s), "memory");
+  CHECK(back.pendingGradients == s.pendingGradients);
+  // A version 2 file: the same payload without the last section (an empty "pending": u32 name length,
+  // the name, u64 length), the header's payload size and the CRC redone.
+  s.pendingGradients.clear();
+  const std::vector<std::uint8_t> v3 = serializeSnapshot(s);
+  const std::size_t pendingSection = 4 + 7 + 8;
+  const std::size_t header = 8 + 4 + 8;
+  std::vector<std::uint8_t> payload(v3.begin() + header, v3.end() - 4 - pendingSection);
+  std::vector<std::uint8_t> v2(v3.begin(), v3.begin() + header);
+  const std::uint32_t two = 2;
+  std::memcpy(v2.data() + 8, &two, 4);
+  const std::uint64_t size = payload.size();
+  std::memcpy(v2.data() + 12, &size, 8);
+  v2.insert(v2.end(), payload.begin(), payload.end());
+  const auto crc = static_cast<std::uint32_t>(crc32(crc32(0L, Z_NULL, 0), payload.data(), static_cast<uInt>(size)));
+  const auto* c = reinterpret_cast<const std::uint8_t*>(&crc);
+  v2.insert(v2.end(), c, c + 4);
+  const TrainerSnapshot old = deserializeSnapshot(v2, "v2");
+  CHECK(old.step == 5);
+  CHECK(old.pendingGradients.empty());
+  // The v3 bytes labelled version 2 have a section too many.
+  std::vector<std::uint8_t> mislabelled = v3;
+  std::memcpy(mislabelled.data() + 8, &two, 4);
+  CHECK(errorMessage([&] { deserializeSnapshot(mislabelled, "x"); }).find("trailing") != std::string::npos);
 }
 
 // Found by tests/fuzz (fuzz_checkpoint under UBSan): an empty float section (parameters, velocity)
