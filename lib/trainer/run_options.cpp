@@ -169,7 +169,7 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--algo", o.algo, "Allreduce algorithm (auto, native, ring, twoshot, rabenseifner, "
                                    "recursive_doubling, hierarchical). Default twoshot, not auto: on a single node "
-                                   "auto sends fp32 below 64 MiB (docs/algorithms.md), which would erase the "
+                                   "auto sends fp32 below 4 MiB (docs/algorithms.md), which would erase the "
                                    "format under study; use auto or hierarchical across nodes")
       ->capture_default_str();
   app.add_option("--reducer", o.reducer, "Gradient reduction: adaprec (the Communicator), mpi (plain "

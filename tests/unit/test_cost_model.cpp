@@ -72,9 +72,14 @@ TEST_CASE("on a fast link with a slow codec auto stays native", "[cost_model]") 
     CHECK(chooseAlgorithm(c, format, std::size_t{4} << 20, 2).algorithm == Algorithm::kNative);
 }
 
-TEST_CASE("on one node the model picks the compressed algorithm, never native", "[cost_model]") {
+TEST_CASE("on one node above native's largest probe the model picks the compressed algorithm", "[cost_model]") {
   const Calibration c = synthetic(1, 4, 0, 5e-9);  // a slow codec: native would win between nodes
-  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{16} << 20, 2).algorithm == Algorithm::kTwoShot);
+  // The native curve is probed up to 4 MiB here: 16 MiB is beyond it, compressed whatever the curve says.
+  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{4} << 20, 2).algorithm == Algorithm::kTwoShot);
+  // Within the probed sizes native's measured time counts, as between nodes.
+  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{1} << 20, 2).algorithm == Algorithm::kNative);
+  const Calibration fastCodec = synthetic(1, 4, 0, 0.01e-9, 3);  // native 3x slower than a ring
+  CHECK(chooseAlgorithm(fastCodec, Format::kFp8, std::size_t{1} << 20, 2).algorithm == Algorithm::kTwoShot);
 }
 
 TEST_CASE("no lossy choice exceeds the error budget", "[cost_model]") {
