@@ -26,6 +26,7 @@ namespace adaprec::detail {
 // Opaque handles: ncclComm_t / cudaStream_t in the real implementation, the fake's own objects there.
 using NcclComm = struct NcclCommOpaque*;
 using NcclStream = struct NcclStreamOpaque*;
+using NcclEvent = struct NcclEventOpaque*;
 
 // ncclResult_t's values, plus two the fake reports where real NCCL cannot (see above).
 enum class NcclResult : int {
@@ -87,6 +88,14 @@ class NcclApi {
   // operation that failed (kMismatch, a remote error) is reported here, as NCCL's asynchronous errors.
   virtual NcclResult streamSynchronize(NcclStream stream, NcclComm comm,
                                        std::chrono::milliseconds timeout) = 0;
+  // cudaEvent: record marks the point the stream has reached when the event completes; synchronize
+  // waits for it (timeout and errors as streamSynchronize: the stream's asynchronous error, a timeout
+  // naming the peer of the stream's oldest unfinished operation).
+  virtual NcclResult eventCreate(NcclEvent* event) = 0;
+  virtual NcclResult eventDestroy(NcclEvent event) = 0;
+  virtual NcclResult eventRecord(NcclEvent event, NcclStream stream) = 0;
+  virtual NcclResult eventSynchronize(NcclEvent event, NcclComm comm,
+                                      std::chrono::milliseconds timeout) = 0;
   virtual NcclResult deviceAlloc(void** ptr, std::size_t bytes) = 0;
   virtual NcclResult deviceFree(void* ptr) = 0;
   // Stream-ordered copy between host and device memory (either direction, cudaMemcpyDefault).

@@ -63,8 +63,19 @@ struct FakeComm {
 struct Stream;
 struct Group;
 
+// One record of an event: a marker in a stream.
+struct FakeEvent {
+  bool recorded = false;
+  bool done = false;
+  Stream* stream = nullptr;
+};
+// The handle: its latest record (re-recording replaces it, as cudaEventRecord does).
+struct EventHandle {
+  std::shared_ptr<FakeEvent> current = std::make_shared<FakeEvent>();
+};
+
 struct Op {
-  enum class Kind { kSend, kRecv, kAllReduce, kCopy };
+  enum class Kind { kSend, kRecv, kAllReduce, kCopy, kMarker };
   Kind kind = Kind::kCopy;
   std::uint64_t context = 0;
   int rank = 0;       // in the communicator
@@ -76,6 +87,7 @@ struct Op {
   std::size_t count = 0;
   NcclDataType type = NcclDataType::kUint8;
   std::uint64_t collective = 0;  // allreduce: its index on the communicator
+  std::shared_ptr<FakeEvent> event;  // marker
   bool posted = false;
   bool done = false;
   bool cancelled = false;
@@ -140,6 +152,7 @@ struct NcclFake::State {
   std::uint64_t nextUniqueId = 1;
   std::map<Stream*, std::unique_ptr<Stream>> streams;
   std::map<FakeComm*, std::unique_ptr<FakeComm>> comms;
+  std::map<EventHandle*, std::unique_ptr<EventHandle>> events;
   std::map<Channel, std::deque<Op*>> sends;
   std::map<Channel, std::deque<Op*>> recvs;
   std::map<std::pair<std::uint64_t, std::uint64_t>, Collective> collectives;
@@ -188,6 +201,10 @@ struct NcclFake::State {
     switch (op->kind) {
       case Op::Kind::kCopy:
         if (op->count != 0) std::memmove(op->dst, op->src, op->count);
+        finish(op);
+        return;
+      case Op::Kind::kMarker:
+        op->event->done = true;
         finish(op);
         return;
       case Op::Kind::kSend: {
@@ -352,6 +369,7 @@ struct NcclFake::State {
         break;
       }
       case Op::Kind::kCopy: os << "a memcpyAsync"; break;
+      case Op::Kind::kMarker: os << "an event"; break;
     }
     if (unfinished > 1) os << " (" << unfinished - 1 << " more operations unfinished on the stream)";
     return os.str();
@@ -482,7 +500,8 @@ NcclResult NcclFake::commAbort(NcclComm handle) {
   const std::uint64_t context = comm->context;
   const int rank = comm->rank;
   state_->cancel([&](const Op& op) {
-    return op.kind != Op::Kind::kCopy && op.context == context && op.rank == rank;
+    return op.kind != Op::Kind::kCopy && op.kind != Op::Kind::kMarker && op.context == context &&
+           op.rank == rank;
   });
   state_->comms.erase(comm);
   state_->changed.notify_all();
@@ -655,6 +674,69 @@ NcclResult NcclFake::streamSynchronize(NcclStream handle, NcclComm, std::chrono:
   }
   if (stream->error != NcclResult::kSuccess) return fail(stream->error, stream->errorText);
   if (state_->aborted) return fail(NcclResult::kRemoteError, "NCCL fake aborted (another rank failed)");
+  return NcclResult::kSuccess;
+}
+
+NcclResult NcclFake::eventCreate(NcclEvent* event) {
+  if (event == nullptr) return fail(NcclResult::kInvalidArgument, "eventCreate: null");
+  auto created = std::make_unique<EventHandle>();
+  *event = reinterpret_cast<NcclEvent>(created.get());
+  std::lock_guard lock(state_->mutex);
+  state_->events[created.get()] = std::move(created);
+  return NcclResult::kSuccess;
+}
+
+NcclResult NcclFake::eventDestroy(NcclEvent event) {
+  std::lock_guard lock(state_->mutex);
+  state_->events.erase(reinterpret_cast<EventHandle*>(event));  // a queued marker keeps its record
+  return NcclResult::kSuccess;
+}
+
+NcclResult NcclFake::eventRecord(NcclEvent handle, NcclStream streamHandle) {
+  Stream* stream = fromHandle(streamHandle);
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->events.find(reinterpret_cast<EventHandle*>(handle));
+  if (it == state_->events.end()) return fail(NcclResult::kInvalidArgument, "eventRecord: unknown event");
+  if (state_->streams.count(stream) == 0) return fail(NcclResult::kInvalidArgument, "eventRecord: unknown stream");
+  // Re-recording starts a new marker, as cudaEventRecord does.
+  auto event = std::make_shared<FakeEvent>();
+  event->recorded = true;
+  event->stream = stream;
+  it->second->current = event;
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::kMarker;
+  op->event = event;
+  auto group = std::make_unique<Group>();
+  group->ops.push_back(std::move(op));
+  state_->enqueue(stream, std::move(group));
+  state_->changed.notify_all();
+  return NcclResult::kSuccess;
+}
+
+NcclResult NcclFake::eventSynchronize(NcclEvent handle, NcclComm, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(state_->mutex);
+  auto it = state_->events.find(reinterpret_cast<EventHandle*>(handle));
+  if (it == state_->events.end()) return fail(NcclResult::kInvalidArgument, "eventSynchronize: unknown event");
+  const std::shared_ptr<FakeEvent> event = it->second->current;
+  if (!event->recorded) return NcclResult::kSuccess;  // cudaEventSynchronize of an unrecorded event
+  Stream* stream = event->stream;
+  auto reached = [&] {
+    return state_->aborted || event->done || state_->streams.count(stream) == 0 ||
+           stream->error != NcclResult::kSuccess;
+  };
+  if (timeout.count() == 0) {
+    state_->changed.wait(lock, reached);
+  } else if (!state_->changed.wait_for(lock, timeout, reached)) {
+    std::string peer = "the peer";
+    const std::string stuck = state_->describeStuck(*stream, &peer);
+    return fail(NcclResult::kTimedOut, "timed out after " + secondsText(timeout) +
+                                           " on the NCCL stream: " + stuck + " — is " + peer +
+                                           " alive and in the same allreduce?");
+  }
+  if (state_->streams.count(stream) != 0 && stream->error != NcclResult::kSuccess)
+    return fail(stream->error, stream->errorText);
+  if (state_->aborted && !event->done)
+    return fail(NcclResult::kRemoteError, "NCCL fake aborted (another rank failed)");
   return NcclResult::kSuccess;
 }
 

@@ -18,6 +18,10 @@
 //   - allReduceSum is a collective matched by its order on the communicator; the sum is formed in rank
 //     order (the default Transport::nativeAllreduce's order and arithmetic), so it is bit-identical on
 //     every rank and to the loopback transport's native sum.
+//   - a group whose operations use several streams is split per stream, each part running on its own
+//     stream; real NCCL joins the streams (each waits for the whole group). Not modeled: the NCCL
+//     transport never groups across streams.
+//   - events: a record is a marker in the stream, complete when the stream reaches it.
 //   - "device" memory is host memory (deviceAlloc = operator new); memcpyAsync runs when the stream
 //     reaches it, so a missing synchronize shows up as stale data.
 // Why not the loopback transport's mailbox underneath: its sends are eager and its messages tagged, so a
@@ -64,6 +68,11 @@ class NcclFake final : public NcclApi {
   NcclResult streamDestroy(NcclStream stream) override;
   NcclResult streamSynchronize(NcclStream stream, NcclComm comm,
                                std::chrono::milliseconds timeout) override;
+  NcclResult eventCreate(NcclEvent* event) override;
+  NcclResult eventDestroy(NcclEvent event) override;
+  NcclResult eventRecord(NcclEvent event, NcclStream stream) override;
+  NcclResult eventSynchronize(NcclEvent event, NcclComm comm,
+                              std::chrono::milliseconds timeout) override;
   NcclResult deviceAlloc(void** ptr, std::size_t bytes) override;
   NcclResult deviceFree(void* ptr) override;
   NcclResult memcpyAsync(void* dst, const void* src, std::size_t bytes, NcclStream stream) override;

@@ -136,6 +136,37 @@ class RealNcclApi final : public NcclApi {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+  NcclResult eventCreate(NcclEvent* event) override {
+    cudaEvent_t created = nullptr;
+    const NcclResult r = fromCuda(cudaEventCreateWithFlags(&created, cudaEventDisableTiming), "cudaEventCreate");
+    *event = reinterpret_cast<NcclEvent>(created);
+    return r;
+  }
+  NcclResult eventDestroy(NcclEvent event) override {
+    return fromCuda(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event)), "cudaEventDestroy");
+  }
+  NcclResult eventRecord(NcclEvent event, NcclStream stream) override {
+    return fromCuda(cudaEventRecord(reinterpret_cast<cudaEvent_t>(event), native(stream)), "cudaEventRecord");
+  }
+  // As streamSynchronize, on the event.
+  NcclResult eventSynchronize(NcclEvent event, NcclComm comm, std::chrono::milliseconds timeout) override {
+    lastComm_ = comm;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const cudaError_t state = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+      if (state == cudaSuccess) return comm == nullptr ? NcclResult::kSuccess : asyncError(comm);
+      if (state != cudaErrorNotReady) return fromCuda(state, "cudaEventQuery");
+      if (comm != nullptr) {
+        const NcclResult failed = asyncError(comm);
+        if (failed != NcclResult::kSuccess) return failed;
+      }
+      if (timeout.count() != 0 && std::chrono::steady_clock::now() > deadline) {
+        tlsCudaError = "timed out waiting for an NCCL operation (NCCL cannot say which peer is missing)";
+        return NcclResult::kTimedOut;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
   NcclResult deviceAlloc(void** ptr, std::size_t bytes) override {
     return fromCuda(cudaMalloc(ptr, bytes == 0 ? 1 : bytes), "cudaMalloc");
   }

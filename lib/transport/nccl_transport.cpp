@@ -1,6 +1,7 @@
 #include "transport/nccl_transport.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -18,9 +19,19 @@ struct NcclTransport::Op {
   const void* src = nullptr;
   void* dst = nullptr;
   std::size_t bytes = 0;
-  std::vector<std::byte> owned;  // a send whose request was dropped before launch keeps its bytes here
   void* scratch = nullptr;       // device copy (stageThroughDevice)
   State state = State::kPending;
+  Channel* channel = nullptr;
+  NcclEvent event = nullptr;  // recorded on the channel's stream after the operation
+};
+
+struct NcclTransport::Channel {
+  int peer = 0;
+  bool sends = false;  // this rank's sends to peer, else peer's sends to this rank
+  NcclComm comm = nullptr;
+  NcclStream stream = nullptr;
+  int peerInComm = 0;  // the peer's rank in the two-rank communicator
+  std::deque<std::shared_ptr<Op>> inflight;  // launched, not yet waited for, in launch order
 };
 
 class NcclRequest final : public Request {
@@ -65,30 +76,85 @@ NcclTransport::NcclTransport(std::shared_ptr<NcclApi> api, NcclComm comm,
   check(api_->commUserRank(comm_, &rank_), "ncclCommUserRank");
   check(api_->commCount(comm_, &size_), "ncclCommCount");
   if (options_.jobRank < 0) options_.jobRank = rank_;
+  try {
+    openChannels();
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+// Round-robin pairing (the circle method): in round k of p' - 1 (p' = p rounded up to even), rank a is
+// paired with one b, every pair once over the rounds; a rank paired with p' - 1 >= p sits the round
+// out. Each round is two ncclCommSplit calls: the first gives the channel low -> high of every pair,
+// the second high -> low.
+void NcclTransport::openChannels() {
+  sendTo_.resize(static_cast<std::size_t>(size_));
+  recvFrom_.resize(static_cast<std::size_t>(size_));
+  if (size_ == 1) return;
+  const int slots = size_ % 2 == 0 ? size_ : size_ + 1;
+  for (int round = 0; round < slots - 1; ++round) {
+    int partner = -1;
+    for (int i = 0; i < slots / 2; ++i) {
+      const int a = (round + i) % (slots - 1);
+      const int b = i == 0 ? slots - 1 : (round + slots - 1 - i) % (slots - 1);
+      if (a == rank_) partner = b;
+      if (b == rank_) partner = a;
+    }
+    const bool sitsOut = partner >= size_;
+    const int color = sitsOut ? -1 : std::min(rank_, partner);  // -1: NCCL_SPLIT_NOCOLOR
+    for (int direction = 0; direction < 2; ++direction) {
+      NcclComm pair = nullptr;
+      check(api_->commSplit(comm_, color, rank_, &pair), "ncclCommSplit (channel)");
+      if (sitsOut) continue;
+      const bool lowSends = direction == 0;
+      const bool iSend = (rank_ < partner) == lowSends;
+      auto channel = std::make_unique<Channel>();
+      channel->peer = partner;
+      channel->sends = iSend;
+      channel->comm = pair;
+      channel->peerInComm = rank_ < partner ? 1 : 0;
+      auto& slot = (iSend ? sendTo_ : recvFrom_)[static_cast<std::size_t>(partner)];
+      slot = std::move(channel);
+      check(api_->streamCreate(&slot->stream), "cudaStreamCreate (channel)");
+    }
+  }
 }
 
 NcclTransport::~NcclTransport() {
-  if (comm_ == nullptr) return;
+  bool busy = false;
+  for (auto* channels : {&sendTo_, &recvFrom_})
+    for (const std::unique_ptr<Channel>& c : *channels)
+      if (c && !c->inflight.empty()) busy = true;
   // Something still in flight (error unwinding): abort, so no operation touches its buffers later.
-  if (!inflight_.empty() || !pending_.empty()) {
-    abandon();
-  } else if (options_.ownsComm) {
-    api_->commDestroy(comm_);
+  if (busy || broken_) abandon();
+  for (auto* channels : {&sendTo_, &recvFrom_}) {
+    for (const std::unique_ptr<Channel>& c : *channels) {
+      if (!c) continue;
+      if (c->comm != nullptr) api_->commDestroy(c->comm);
+      if (c->stream != nullptr) api_->streamDestroy(c->stream);
+    }
   }
-  for (void* p : scratch_) api_->deviceFree(p);
+  if (comm_ != nullptr && options_.ownsComm) api_->commDestroy(comm_);
 }
 
 void NcclTransport::abandon() {
-  if (comm_ == nullptr) return;
   broken_ = true;
-  api_->commAbort(comm_);
-  comm_ = nullptr;
-  // The staging copies behind the aborted group still write into buffers that are valid now.
-  api_->streamSynchronize(*stream_, nullptr, std::chrono::milliseconds(1000));
-  for (const std::shared_ptr<Op>& op : inflight_) op->state = Op::State::kDone;
-  inflight_.clear();
-  for (const std::shared_ptr<Op>& op : pending_) op->state = Op::State::kDone;
-  pending_.clear();
+  for (auto* channels : {&sendTo_, &recvFrom_}) {
+    for (const std::unique_ptr<Channel>& c : *channels) {
+      if (!c || c->comm == nullptr) continue;
+      api_->commAbort(c->comm);
+      c->comm = nullptr;
+      // The staging copies behind an aborted group still write into buffers that are valid now.
+      api_->streamSynchronize(c->stream, nullptr, std::chrono::milliseconds(1000));
+      for (const std::shared_ptr<Op>& op : c->inflight) complete(*op);
+      c->inflight.clear();
+    }
+  }
+  if (comm_ != nullptr && options_.ownsComm) {
+    api_->commAbort(comm_);
+    comm_ = nullptr;
+  }
 }
 
 void NcclTransport::check(NcclResult result, const char* call) {
@@ -119,10 +185,11 @@ RequestPtr NcclTransport::isend(int peer, const void* data, std::size_t bytes, i
   op->peer = peer;
   op->src = data;
   op->bytes = bytes;
+  op->channel = sendTo_[static_cast<std::size_t>(peer)].get();
   if (bytes == 0) {
     op->state = Op::State::kDone;
   } else {
-    pending_.push_back(op);
+    launch(op);
   }
   return std::make_unique<NcclRequest>(this, std::move(op));
 }
@@ -136,10 +203,11 @@ RequestPtr NcclTransport::irecv(int peer, void* data, std::size_t capacityBytes,
   op->peer = peer;
   op->dst = data;
   op->bytes = capacityBytes;
+  op->channel = recvFrom_[static_cast<std::size_t>(peer)].get();
   if (capacityBytes == 0) {
     op->state = Op::State::kDone;
   } else {
-    pending_.push_back(op);
+    launch(op);
   }
   return std::make_unique<NcclRequest>(this, std::move(op));
 }
@@ -147,95 +215,97 @@ RequestPtr NcclTransport::irecv(int peer, void* data, std::size_t capacityBytes,
 std::size_t NcclTransport::waitFor(Op& op) {
   if (op.state == Op::State::kDone) return op.bytes;
   requireUsable();
-  if (op.state == Op::State::kPending) launch(&op);
-  synchronize();
+  Channel& channel = *op.channel;
+  const NcclResult result = api_->eventSynchronize(op.event, channel.comm, timeout());
+  if (result == NcclResult::kTimedOut) {
+    broken_ = true;
+    const std::string who = "rank " + std::to_string(channel.peer);
+    ADAPREC_FAIL(ErrorCode::kTransport,
+                 "timed out after " << secondsText(timeout())
+                                    << (channel.sends ? " waiting for " + who + " to take a message"
+                                                      : " waiting for a message from " + who)
+                                    << " over NCCL — is " << who << " alive and in the same allreduce? ("
+                                    << api_->lastError() << ")");
+  }
+  check(result, channel.sends ? "cudaEventSynchronize (ncclSend)" : "cudaEventSynchronize (ncclRecv)");
+  // The channel is in order: every operation launched on it before this one has completed too.
+  while (!channel.inflight.empty()) {
+    std::shared_ptr<Op> done = std::move(channel.inflight.front());
+    channel.inflight.pop_front();
+    complete(*done);
+    if (done.get() == &op) break;
+  }
   return op.bytes;
 }
 
+void NcclTransport::complete(Op& op) {
+  op.state = Op::State::kDone;
+  if (op.event != nullptr) api_->eventDestroy(op.event);
+  op.event = nullptr;
+  if (op.scratch != nullptr) api_->deviceFree(op.scratch);
+  op.scratch = nullptr;
+}
+
 void NcclTransport::forget(Op& op) {
-  if (op.state == Op::State::kPending) {
-    if (op.isSend) {
-      // "Destroying a request completes a pending send": its bytes must go even though the caller's
-      // buffer may now be freed.
-      op.owned.assign(static_cast<const std::byte*>(op.src), static_cast<const std::byte*>(op.src) + op.bytes);
-      op.src = op.owned.data();
-    } else {
-      pending_.erase(std::find_if(pending_.begin(), pending_.end(),
-                                  [&](const std::shared_ptr<Op>& p) { return p.get() == &op; }));
-      op.state = Op::State::kDone;
-    }
-    return;
-  }
-  // Launched but never synchronized: NCCL may still read or write the caller's buffer.
+  // Launched but never waited for: NCCL may still read or write the caller's buffer, which may be freed
+  // once the request is gone. Only an abort makes that safe (error unwinding; the transport is done).
+  (void)op;
   abandon();
 }
 
-void NcclTransport::launch(const Op* upTo) {
-  std::vector<std::shared_ptr<Op>> batch;
-  std::deque<std::shared_ptr<Op>> keep;
-  bool reached = false;
-  for (std::shared_ptr<Op>& op : pending_) {
-    const bool take = op->isSend || upTo == nullptr || !reached;
-    if (op.get() == upTo) reached = true;
-    if (take) {
-      batch.push_back(std::move(op));
-    } else {
-      keep.push_back(std::move(op));
-    }
-  }
-  pending_ = std::move(keep);
-  if (batch.empty()) return;
-  for (std::shared_ptr<Op>& op : batch) {
-    op->state = Op::State::kLaunched;
-    inflight_.push_back(op);
-  }
-  if (options_.stageThroughDevice) {
-    for (const std::shared_ptr<Op>& op : batch) {
-      check(api_->deviceAlloc(&op->scratch, op->bytes), "cudaMalloc");
-      scratch_.push_back(op->scratch);
-      if (op->isSend) check(api_->memcpyAsync(op->scratch, op->src, op->bytes, *stream_), "cudaMemcpyAsync");
-    }
+// One operation as its own NCCL call (a group of one) on its channel's stream, then its event. No
+// batching is needed: a channel carries one direction of one pair, so nothing on it must progress
+// concurrently with anything else on it, and channels progress independently of each other.
+void NcclTransport::launch(const std::shared_ptr<Op>& op) {
+  requireUsable();
+  Channel& channel = *op->channel;
+  const bool staged = options_.stageThroughDevice;
+  op->state = Op::State::kLaunched;
+  channel.inflight.push_back(op);
+  check(api_->eventCreate(&op->event), "cudaEventCreate");
+  if (staged) {
+    check(api_->deviceAlloc(&op->scratch, op->bytes), "cudaMalloc");
+    if (channel.sends) check(api_->memcpyAsync(op->scratch, op->src, op->bytes, channel.stream), "cudaMemcpyAsync");
   }
   check(api_->groupStart(), "ncclGroupStart");
-  for (const std::shared_ptr<Op>& op : batch) {
-    void* device = options_.stageThroughDevice ? op->scratch : op->dst;
-    if (op->isSend) {
-      const void* from = options_.stageThroughDevice ? op->scratch : op->src;
-      check(api_->send(from, op->bytes, NcclDataType::kUint8, op->peer, comm_, *stream_), "ncclSend");
-    } else {
-      check(api_->recv(device, op->bytes, NcclDataType::kUint8, op->peer, comm_, *stream_), "ncclRecv");
-    }
+  if (channel.sends) {
+    check(api_->send(staged ? op->scratch : op->src, op->bytes, NcclDataType::kUint8, channel.peerInComm,
+                     channel.comm, channel.stream),
+          "ncclSend");
+  } else {
+    check(api_->recv(staged ? op->scratch : op->dst, op->bytes, NcclDataType::kUint8, channel.peerInComm,
+                     channel.comm, channel.stream),
+          "ncclRecv");
   }
   check(api_->groupEnd(), "ncclGroupEnd");
-  if (options_.stageThroughDevice) {
-    for (const std::shared_ptr<Op>& op : batch)
-      if (!op->isSend) check(api_->memcpyAsync(op->dst, op->scratch, op->bytes, *stream_), "cudaMemcpyAsync");
-  }
+  if (staged && !channel.sends)
+    check(api_->memcpyAsync(op->dst, op->scratch, op->bytes, channel.stream), "cudaMemcpyAsync");
+  check(api_->eventRecord(op->event, channel.stream), "cudaEventRecord");
 }
 
-void NcclTransport::synchronize() {
-  check(api_->streamSynchronize(*stream_, comm_, timeout()), "cudaStreamSynchronize");
-  for (const std::shared_ptr<Op>& op : inflight_) op->state = Op::State::kDone;
-  inflight_.clear();
-  for (void* p : scratch_) api_->deviceFree(p);
-  scratch_.clear();
+// Before a collective on the transport's own communicator: every channel idle.
+void NcclTransport::synchronizeAll() {
+  for (auto* channels : {&recvFrom_, &sendTo_})
+    for (const std::unique_ptr<Channel>& c : *channels)
+      if (c && !c->inflight.empty()) waitFor(*c->inflight.back());
 }
 
 void NcclTransport::sumOnStream(const void* send, void* recv, std::size_t count, NativeType type) {
   requireUsable();
-  launch(nullptr);  // nothing should be pending here; if anything is, it goes first, in order
+  synchronizeAll();  // nothing should be in flight here; if anything is, it completes first
   const std::size_t bytes = count * nativeBytes(type);
+  void* scratch = nullptr;
   if (!options_.stageThroughDevice) {
     check(api_->allReduceSum(send, recv, count, ncclType(type), comm_, *stream_), "ncclAllReduce");
   } else {
-    void* scratch = nullptr;
     check(api_->deviceAlloc(&scratch, bytes), "cudaMalloc");
-    scratch_.push_back(scratch);
     check(api_->memcpyAsync(scratch, send, bytes, *stream_), "cudaMemcpyAsync");
     check(api_->allReduceSum(scratch, scratch, count, ncclType(type), comm_, *stream_), "ncclAllReduce");
     check(api_->memcpyAsync(recv, scratch, bytes, *stream_), "cudaMemcpyAsync");
   }
-  synchronize();
+  const NcclResult result = api_->streamSynchronize(*stream_, comm_, timeout());
+  if (scratch != nullptr) api_->deviceFree(scratch);
+  check(result, "cudaStreamSynchronize (ncclAllReduce)");
 }
 
 // ncclAllReduce, bit-identical on every rank. With a timeout set, the completion vote follows, as for
@@ -256,6 +326,7 @@ void NcclTransport::nativeAllreduceOutOfPlace(const void* send, void* recv, std:
 
 std::unique_ptr<Transport> NcclTransport::split(int color, int key) {
   requireUsable();
+  synchronizeAll();
   NcclComm sub = nullptr;
   check(api_->commSplit(comm_, color, key, &sub), "ncclCommSplit");
   ADAPREC_CHECK_ARG(sub != nullptr, "split color " << color << " gave no communicator");
@@ -273,8 +344,6 @@ int NcclTransport::nodeId() const {
 
 void NcclTransport::setStream(NcclStream stream) {
   ADAPREC_CHECK_ARG(stream != nullptr, "NCCL transport: null stream");
-  ADAPREC_CHECK(pending_.empty() && inflight_.empty(), ErrorCode::kInternal,
-                "NCCL transport: stream changed with operations in flight");
   *stream_ = stream;
 }
 

@@ -1,32 +1,50 @@
 // The NCCL transport: adaprec::Transport over NcclApi (real NCCL, or the host fake in tests).
 //
-// isend/irecv only record the operation. A wait() launches a batch as one NCCL group (groupStart,
-// ncclSend/ncclRecv of bytes as ncclUint8, groupEnd) on the transport's stream and synchronizes the
-// stream. Batching rule — why it cannot deadlock where the algorithms are correct under MPI semantics:
-//   the batch launched by wait(X) holds every pending send, and the pending receives posted up to and
-//   including X; receives posted after X stay pending.
-// Sends go at the first wait after they are posted, so a peer blocked on one of them is never waiting
-// for this rank to reach a later wait. Receives posted ahead (ring's allgather posts all of its steps'
-// receives at once; each is matched by a send the peer makes only after its own earlier wait) must
-// not go early: NCCL runs a communicator's groups in order and a group completes only when all of its
-// operations have, so a group holding a receive whose send comes in the peer's *later* group would
-// block both ranks for good. Per peer, receives keep their posting order, so NCCL's tagless in-order
-// matching pairs the same messages the tags would (every algorithm posts one peer's receives in the
-// order that peer sends). Tags are checked for range and otherwise ignored.
+// NCCL's point-to-point rules (docs: "ncclSend ... is blocking for the GPU; operations that need to
+// progress concurrently must be fused in one group"; a communicator runs its groups in order) do not
+// fit the algorithms' MPI-style pattern (post receives ahead, send as soon as data is ready, wait one
+// message at a time) on one communicator: any way of cutting those operations into groups on one
+// communicator either puts a send in a group with a receive whose partner the peer sends only later
+// (twoshot: reduce-scatter sends and allgather receives between the same two ranks), or sends several
+// pipelined segments in one group that the receiver takes one wait at a time (ring) — both deadlock,
+// and the NCCL fake shows it (tests/loopback/test_nccl_fake_sweep.cpp).
+//
+// Design: one *channel* per ordered pair of ranks — a two-rank communicator (from ncclCommSplit, in
+// rounds of a round-robin pairing) and a stream of its own, carrying only A's sends to B. Like
+// PyTorch's per-pair NCCL communicators, but one per direction, so nothing couples a rank's sends with
+// its receives. Channels progress independently; on each, one rank only sends and the other only
+// receives, in order.
+//   - isend/irecv launch at once: ncclSend/ncclRecv of bytes (ncclUint8) as a group of one on the
+//     channel's stream, followed by an event. No batching is needed, and batching would hurt: a group
+//     completes as a whole, so grouping a receive posted ahead (ring's allgather posts every step's
+//     receive before the sends they match exist) with one waited for now would make the wait depend
+//     on the future. A send is in flight from its post, as an MPI send; it completes when the receive
+//     is posted (NCCL's rendezvous), which never blocks the sender's host thread.
+//   - wait() waits for the operation's event (with the transport's timeout); on a channel everything
+//     before it has then completed as well.
+//   - within a channel NCCL matches in order without tags; the engine posts one peer's receives in
+//     the order that peer sends, so the tags would pair the same messages. Tags are range-checked only.
+// What was tried first and deadlocks (the fake shows it): every operation on the one communicator and
+// stream, grouped per wait — either a send shares a group with a receive whose partner the peer sends
+// only later (twoshot), or pipelined segments sent in one group are received one wait at a time (ring).
+// The native sum (ncclAllReduce) and split (ncclCommSplit) use the transport's own communicator and
+// the caller's stream. Cost: 2(p-1) two-rank communicators and streams per rank and transport (also
+// per sub-transport), created collectively at construction.
 // A zero-byte message is completed at once without NCCL (both sides skip it).
+// Not thread-safe: one thread per transport, like every Transport.
 // Sizes: NCCL has no "received fewer bytes"; a receive must be posted with the exact size (the engine
 // always does), and wait() returns that size. A difference is Error(kMismatch) from the fake; real NCCL
 // would hang or corrupt.
-// Timeouts: wait() synchronizes with the transport's timeout (Transport::setTimeout); a stuck stream
-// throws Error(kTransport) naming the peer (from the fake; real NCCL: the polling watchdog in
-// nccl_real.cpp, which cannot name the peer).
+// Timeouts: wait() waits with the transport's timeout (Transport::setTimeout); a stuck channel throws
+// Error(kTransport) naming the peer (the channel knows it, with the fake and with real NCCL).
+// done() is true only once the request was waited for (or a later one on its channel). Destroying an
+// unwaited request aborts the transport (NCCL may still touch its buffer): error unwinding only.
 // Host messages on real NCCL: NCCL moves device memory only. With stageThroughDevice every message is
-// copied to a device scratch buffer on the stream before its group and back after it (and the native
-// sum likewise): correct, not fast — the device-buffer path is for the device seam to replace.
+// copied to a device scratch buffer on its channel's stream before its group and back after it (the
+// native sum likewise, on the caller's stream): correct, not fast — the device seam replaces it.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
@@ -67,13 +85,16 @@ class NcclTransport final : public Transport {
   struct Op;
 
  private:
+  struct Channel;
   friend class NcclRequest;
   NcclTransport(std::shared_ptr<NcclApi> api, NcclComm comm, std::shared_ptr<NcclStream> stream,
                 NcclTransportOptions options);
+  void openChannels();
   std::size_t waitFor(Op& op);
   void forget(Op& op);  // its request was destroyed unwaited
-  void launch(const Op* upTo);  // nullptr: everything pending
-  void synchronize();
+  void launch(const std::shared_ptr<Op>& op);
+  void complete(Op& op);
+  void synchronizeAll();
   void sumOnStream(const void* send, void* recv, std::size_t count, NativeType type);
   void check(NcclResult result, const char* call);
   void requireUsable() const;
@@ -86,9 +107,8 @@ class NcclTransport final : public Transport {
   int rank_ = 0;
   int size_ = 0;
   bool broken_ = false;
-  std::deque<std::shared_ptr<Op>> pending_;
-  std::vector<std::shared_ptr<Op>> inflight_;  // launched, not yet synchronized
-  std::vector<void*> scratch_;                 // device buffers of the in-flight operations
+  std::vector<std::unique_ptr<Channel>> sendTo_;    // [peer]: this rank's sends to peer
+  std::vector<std::unique_ptr<Channel>> recvFrom_;  // [peer]: peer's sends to this rank
 };
 
 }  // namespace adaprec::detail
