@@ -1,13 +1,15 @@
 // The NCCL transport: adaprec::Transport over NcclApi (real NCCL, or the host fake in tests).
 //
-// NCCL's point-to-point rules (docs: "ncclSend ... is blocking for the GPU; operations that need to
-// progress concurrently must be fused in one group"; a communicator runs its groups in order) do not
-// fit the algorithms' MPI-style pattern (post receives ahead, send as soon as data is ready, wait one
-// message at a time) on one communicator: any way of cutting those operations into groups on one
-// communicator either puts a send in a group with a receive whose partner the peer sends only later
-// (twoshot: reduce-scatter sends and allgather receives between the same two ranks), or sends several
-// pipelined segments in one group that the receiver takes one wait at a time (ring) — both deadlock,
-// and the NCCL fake shows it (tests/loopback/test_nccl_fake_sweep.cpp).
+// Why channels. NCCL's point-to-point rules ("ncclSend ... is blocking for the GPU"; operations that
+// must progress concurrently go in one group; a communicator runs its groups in order, a group
+// completing as a whole) do not fit the algorithms' MPI-style pattern — post receives ahead, send as
+// soon as data is ready, wait one message at a time — on a single communicator. The first design here
+// (everything on the transport's communicator and stream, each wait launching the pending sends and
+// the receives posted up to the waited one as one group) deadlocked over the NCCL fake: ring at 2
+// ranks and 65539 elements sends its pipelined segments in one group that the receiver takes one wait
+// at a time, and twoshot puts a send in a group with a receive whose partner the peer sends only
+// after its own waits. Grouping everything pending at a wait deadlocks ring's allgather instead (it
+// posts every step's receive before the sends they match exist).
 //
 // Design: one *channel* per ordered pair of ranks — a two-rank communicator (from ncclCommSplit, in
 // rounds of a round-robin pairing) and a stream of its own, carrying only A's sends to B. Like
@@ -15,33 +17,25 @@
 // its receives. Channels progress independently; on each, one rank only sends and the other only
 // receives, in order.
 //   - isend/irecv launch at once: ncclSend/ncclRecv of bytes (ncclUint8) as a group of one on the
-//     channel's stream, followed by an event. No batching is needed, and batching would hurt: a group
-//     completes as a whole, so grouping a receive posted ahead (ring's allgather posts every step's
-//     receive before the sends they match exist) with one waited for now would make the wait depend
-//     on the future. A send is in flight from its post, as an MPI send; it completes when the receive
-//     is posted (NCCL's rendezvous), which never blocks the sender's host thread.
-//   - wait() waits for the operation's event (with the transport's timeout); on a channel everything
-//     before it has then completed as well.
+//     channel's stream, followed by an event. A send is in flight from its post, as an MPI send; it
+//     completes when the receive is posted (NCCL's rendezvous), which never blocks the sender's host.
+//   - wait() waits for the operation's event with the transport's timeout (Transport::setTimeout); a
+//     stuck channel throws Error(kTransport) naming the peer. On a channel everything launched before
+//     the waited operation has then completed too.
 //   - within a channel NCCL matches in order without tags; the engine posts one peer's receives in
 //     the order that peer sends, so the tags would pair the same messages. Tags are range-checked only.
-// What was tried first and deadlocks (the fake shows it): every operation on the one communicator and
-// stream, grouped per wait — either a send shares a group with a receive whose partner the peer sends
-// only later (twoshot), or pipelined segments sent in one group are received one wait at a time (ring).
+//   - done() is true once the request (or a later one on its channel) was waited for. Destroying an
+//     unwaited request aborts the transport (NCCL may still touch its buffer): error unwinding only.
 // The native sum (ncclAllReduce) and split (ncclCommSplit) use the transport's own communicator and
-// the caller's stream. Cost: 2(p-1) two-rank communicators and streams per rank and transport (also
-// per sub-transport), created collectively at construction.
-// A zero-byte message is completed at once without NCCL (both sides skip it).
-// Not thread-safe: one thread per transport, like every Transport.
-// Sizes: NCCL has no "received fewer bytes"; a receive must be posted with the exact size (the engine
-// always does), and wait() returns that size. A difference is Error(kMismatch) from the fake; real NCCL
-// would hang or corrupt.
-// Timeouts: wait() waits with the transport's timeout (Transport::setTimeout); a stuck channel throws
-// Error(kTransport) naming the peer (the channel knows it, with the fake and with real NCCL).
-// done() is true only once the request was waited for (or a later one on its channel). Destroying an
-// unwaited request aborts the transport (NCCL may still touch its buffer): error unwinding only.
+// the caller's stream. Cost: 2(p-1) two-rank communicators and streams per rank, per transport and
+// sub-transport, created collectively at construction.
+// A zero-byte message is completed at once without NCCL (both sides skip it). Sizes: NCCL has no
+// "received fewer bytes"; a receive must be posted with the exact size (the engine always does), and
+// wait() returns it; a difference is Error(kMismatch) from the fake (real NCCL: hang or corruption).
 // Host messages on real NCCL: NCCL moves device memory only. With stageThroughDevice every message is
-// copied to a device scratch buffer on its channel's stream before its group and back after it (the
-// native sum likewise, on the caller's stream): correct, not fast — the device seam replaces it.
+// copied to device scratch on its channel's stream before the send and back after the receive (the
+// native sum likewise, on the caller's stream): correct, not fast — device buffers will replace it.
+// Not thread-safe: one thread per transport, like every Transport.
 #pragma once
 
 #include <cstdint>
