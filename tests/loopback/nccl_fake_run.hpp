@@ -28,6 +28,9 @@ struct RunSetup {
   int ranks = 1;
   int ranksPerNode = 2;
   bool stageThroughDevice = false;  // NCCL only: messages copied through "device" scratch
+  // The transport's timeout; with one, every allreduce ends with a completion vote. 0: none (the
+  // default of a Communicator), so a deadlock hangs until meson's timeout.
+  std::chrono::milliseconds timeout = kNcclTestTimeout;
 };
 
 // Calls body(rank, transport) on one thread per rank with an NCCL transport over a fresh NcclFake. If a
@@ -52,7 +55,7 @@ inline void runOnNcclFake(const RunSetup& setup,
         options.nodeId = setup.ranksPerNode > 0 ? r / setup.ranksPerNode : 0;
         options.stageThroughDevice = setup.stageThroughDevice;
         auto transport = std::make_shared<detail::NcclTransport>(fake, comm, stream, options);
-        transport->setTimeout(kNcclTestTimeout);
+        transport->setTimeout(setup.timeout);
         body(r, transport);
       } catch (...) {
         errors[static_cast<std::size_t>(r)] = std::current_exception();
@@ -82,7 +85,7 @@ inline void runOnLoopback(const RunSetup& setup,
                           const std::function<void(int, std::shared_ptr<Transport>)>& body) {
   LoopbackGroup group(setup.ranks, setup.ranksPerNode);
   runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-    transport->setTimeout(kNcclTestTimeout);
+    transport->setTimeout(setup.timeout);
     body(rank, std::move(transport));
   });
 }

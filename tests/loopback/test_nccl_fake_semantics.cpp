@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_check.hpp"
 #include "nccl_fake_run.hpp"
 
 using namespace adaprec;
@@ -198,4 +199,38 @@ TEST_CASE("nccl fake: allreduce sums in rank order, identical on every rank; a c
                                 r == 2 ? 1 : 2, NcclDataType::kFloat32, w.comms[static_cast<std::size_t>(r)],
                                 w.streams[static_cast<std::size_t>(r)]) == NcclResult::kSuccess);
   for (int r = 0; r < 3; ++r) CHECK(w.sync(r, 1000ms) == NcclResult::kMismatch);
+}
+
+TEST_CASE("nccl fake: an allreduce a rank never joins times out naming the rank", "[nccl_fake]") {
+  FakeWorld w(3);
+  std::vector<float> data(4, 1.0f);
+  for (int r = 0; r < 2; ++r)
+    REQUIRE(w.fake.allReduceSum(data.data(), data.data(), 4, NcclDataType::kFloat32, w.comms[static_cast<std::size_t>(r)],
+                                w.streams[static_cast<std::size_t>(r)]) == NcclResult::kSuccess);
+  CHECK(w.sync(0, 100ms) == NcclResult::kTimedOut);
+  const std::string message = w.fake.lastError();
+  INFO(message);
+  CHECK(message.find("ncclAllReduce #0 is missing ranks 2") != std::string::npos);
+}
+
+TEST_CASE("nccl transport without a timeout (no completion votes) equals loopback", "[nccl_fake]") {
+  // The sweep runs with a timeout; this is the Communicator's default path.
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
+                              Algorithm::kRecursiveDoubling, Algorithm::kHierarchical, Algorithm::kNative}) {
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec(algorithm == Algorithm::kNative ? "bf16" : "fp8s");
+    opt.algorithm = algorithm;
+    const int p = 5;
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < p; ++r) inputs.push_back(test::makeInput(r, 20001, false));
+    test::RunSetup setup{p, 2, false, std::chrono::milliseconds(0)};
+    const test::Outcome nccl = test::runAllreduces(true, setup, inputs, opt, false, 1);
+    const test::Outcome loop = test::runAllreduces(false, setup, inputs, opt, false, 1);
+    INFO(algorithmName(algorithm));
+    REQUIRE_FALSE(nccl.anyError());
+    REQUIRE_FALSE(loop.anyError());
+    for (int r = 0; r < p; ++r)
+      REQUIRE(std::memcmp(nccl.outputs[0][static_cast<std::size_t>(r)].data(), loop.outputs[0][0].data(),
+                          20001 * sizeof(float)) == 0);
+  }
 }
