@@ -15,6 +15,9 @@
  * in recvbuff (ncclAllReduce only enqueues). Correct, not fast; device buffers straight through the
  * algorithms replace the staging once the engine takes them.
  *
+ * NCCL does not say which ranks share a node, so `hierarchical` (and auto's view of the topology) sees
+ * one node unless ADAPREC_RANKS_PER_NODE is set.
+ *
  * Returns ncclSuccess or an ncclResult_t error; a one-line message goes to stderr. An invalid ADAPREC_*
  * value gives ncclInvalidArgument on every call. No C++ exception crosses this API. */
 #ifndef ADAPREC_ADAPREC_NCCL_H
