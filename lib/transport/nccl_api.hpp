@@ -3,7 +3,8 @@
 // are threads (nccl_fake.hpp) — the way torchcomms (NcclxApi) and XLA test their NCCL layers without
 // GPUs. The calls mirror NCCL's C API one to one and keep its semantics:
 //   - send/recv/allReduce are *enqueued* on a stream; they have completed only after the caller
-//     synchronizes that stream (streamSynchronize). A return of kSuccess means "enqueued", nothing more.
+//     synchronizes that stream (streamSynchronize) or an event recorded after them (eventSynchronize).
+//     A return of kSuccess means "enqueued", nothing more.
 //   - between groupStart and groupEnd, operations are only collected; groupEnd posts them together, and
 //     they progress concurrently. A send outside a group is a group of one.
 //   - point-to-point matching is per (communicator, peer) in the order calls were made: NCCL has no
