@@ -537,13 +537,14 @@ NcclResult NcclFake::groupEnd() {
   tlsGroup.ops.clear();
   // One group per stream, operations in call order.
   std::vector<std::pair<Stream*, std::unique_ptr<Group>>> groups;
-  for (auto& [stream, op] : ops) {
+  for (auto& entry : ops) {
+    Stream* const stream = entry.first;  // a plain variable: clang 14 cannot capture a structured binding
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == stream; });
     if (it == groups.end()) {
       groups.emplace_back(stream, std::make_unique<Group>());
       it = groups.end() - 1;
     }
-    it->second->ops.push_back(std::move(op));
+    it->second->ops.push_back(std::move(entry.second));
   }
   std::lock_guard lock(state_->mutex);
   if (state_->aborted) return fail(NcclResult::kRemoteError, "NCCL fake aborted (another rank failed)");

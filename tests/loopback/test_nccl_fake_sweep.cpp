@@ -74,6 +74,10 @@ void sweep(Algorithm algorithm, bool stageThroughDevice, std::vector<int> rankCo
             REQUIRE(algorithm == Algorithm::kAuto);
             AllreduceOptions same = opt;
             same.algorithm = ran;
+            // auto's native sends fp32 whatever the format (an explicit native with bf16 would sum in
+            // bf16): run what it ran, in the wire format it ran.
+            same.format.format = wire;
+            if (isLossless(wire)) same.format.errorFeedback = false;
             loop = runAllreduces(false, setup, inputs, same, outOfPlace, calls);
             REQUIRE_FALSE(loop.anyError());
           }
