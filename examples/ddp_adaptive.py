@@ -91,7 +91,7 @@ def main():
         scheduler=scheduler, candidates=args.candidates.split(","),            # adaptive
         speculative_steps=args.spec_steps, eval_points=args.spec_evals,        # adaptive
         continuation_steps=args.phase_steps, max_overhead=args.max_overhead,   # adaptive
-        validation_images=len(val_x))                                          # adaptive
+        validation_images=len(val_x), lr_schedule="scheduler")                # adaptive: the cosine to the predictor
     for step in driver.steps():  # adaptive: was `for step in range(args.steps)`
         train_step(step)
 

@@ -35,6 +35,21 @@ bool parseNumber(const std::string& text, double& out) {
   return errno == 0 && end == text.c_str() + text.size() && std::isfinite(out);
 }
 
+// What is wrong with the row (step, lr) after the rows at `before` (file and points alike), or "".
+std::string rowError(const std::vector<double>& before, double step, double lr) {
+  std::ostringstream os;
+  if (!std::isfinite(step) || !std::isfinite(lr)) {
+    os << "step and lr must be finite, got " << step << "," << lr;
+  } else if (step < 0) {
+    os << "step must be >= 0, got " << step;
+  } else if (!before.empty() && step <= before.back()) {
+    os << "steps must increase, got " << before.back() << " then " << step;
+  } else if (lr < 0) {
+    os << "lr must be >= 0, got " << lr;
+  }
+  return os.str();
+}
+
 std::string trimmed(const std::string& text) {
   const auto begin = text.find_first_not_of(" \t\r");
   if (begin == std::string::npos) return "";
@@ -69,11 +84,8 @@ LrSchedule LrSchedule::parse(const std::string& spec) {
                                  parseNumber(trimmed(fields[1]), lr),
                              path << " line " << number << ": expected 'step,lr' (two finite numbers), got '" << line
                                   << "'");
-      ADAPREC_SCHEDULE_CHECK(step >= 0, path << " line " << number << ": step must be >= 0, got " << step);
-      ADAPREC_SCHEDULE_CHECK(s.steps_.empty() || step > s.steps_.back(),
-                             path << " line " << number << ": steps must increase, got " << s.steps_.back()
-                                  << " then " << step);
-      ADAPREC_SCHEDULE_CHECK(lr >= 0, path << " line " << number << ": lr must be >= 0, got " << lr);
+      const std::string wrong = rowError(s.steps_, step, lr);
+      ADAPREC_SCHEDULE_CHECK(wrong.empty(), path << " line " << number << ": " << wrong);
       s.steps_.push_back(step);
       s.lrs_.push_back(lr);
     }
@@ -119,6 +131,27 @@ LrSchedule LrSchedule::parse(const std::string& spec) {
     return s;
   }
   ADAPREC_FAIL(ErrorCode::kInvalidArgument, "lr schedule '" << spec << "': unknown form (valid: " << kForms << ")");
+}
+
+LrSchedule LrSchedule::fromPoints(const std::vector<double>& steps, const std::vector<double>& lrs) {
+  LrSchedule s;
+  s.kind_ = Kind::kFile;
+  s.spec_ = "points:" + std::to_string(steps.size());
+  const std::string& spec = s.spec_;
+  ADAPREC_SCHEDULE_CHECK(steps.size() == lrs.size(), steps.size() << " steps but " << lrs.size() << " rates");
+  ADAPREC_SCHEDULE_CHECK(!steps.empty(), "no points");
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::string wrong = rowError(s.steps_, steps[i], lrs[i]);
+    ADAPREC_SCHEDULE_CHECK(wrong.empty(), "point " << i << ": " << wrong);
+    s.steps_.push_back(steps[i]);
+    s.lrs_.push_back(lrs[i]);
+  }
+  ADAPREC_SCHEDULE_CHECK(s.peak() > 0, "every lr is 0");
+  return s;
+}
+
+double LrSchedule::peak() const {
+  return kind_ == Kind::kFile ? *std::max_element(lrs_.begin(), lrs_.end()) : 1.0;
 }
 
 double LrSchedule::lrAt(double step) const {

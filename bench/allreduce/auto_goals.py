@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Issue 22's goals from an adaprec-bench JSON (-J): per size and format, auto's time against the best
-algorithm within the error budget, the best two-quantization algorithm against ring, the speedup over
+"""Issue 22's goals from an adaprec-bench JSON (-J): per size and format, auto's share of the best
+algorithm within the error budget (best time / auto time; native, i.e. MPI_Allreduce in fp32, is in
+every format's budget: auto may pass any format through uncompressed), the best two-quantization algorithm against ring, the speedup over
 the engine's fp32 ring as a share of the ideal 32/bits, and the cost model's error on every row.
 Each row's quantizations per value is the bench's "quantizations" field, which the bench takes from the
 library's algorithm table (docs/algorithms.md, column Q); the default budget is the library's, 2.
@@ -13,6 +14,13 @@ BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp8s": 8, "e4m3": 8, "tab
         "table2": 2, "table1": 1}
 
 
+def human(size):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
@@ -23,15 +31,17 @@ def main():
     for r in rows:
         by[(r["size"], r["format"])][r["algo"]] = r
     ring32 = {size: fr.get("ring", {}).get("time") for (size, fmt), fr in by.items() if fmt == "fp32"}
-    print("| size | format | auto took | auto / best in budget | best 2-quant / ring | best vs fp32 ring | % of ideal 32/bits | model error range |")
+    native = {size: fr["MPI_Allreduce"] for (size, fmt), fr in by.items()
+              if fmt == "fp32" and "MPI_Allreduce" in fr}
+    print("| size | format | auto took | auto's share of best in budget | best 2-quant / ring | best vs fp32 ring | % of ideal 32/bits | model error range |")
     print("|---:|---|---|---:|---:|---:|---:|---|")
     for (size, fmt), algos in sorted(by.items(), key=lambda kv: (kv[0][0], BITS.get(kv[0][1], 0) * -1)):
         auto = next((r for a, r in algos.items() if a.startswith("auto")), None)
         engine = {a: r for a, r in algos.items() if not a.startswith("auto") and a != "MPI_Allreduce"}
         budget = {a: r for a, r in engine.items()
                   if r["quantizations"] <= args.max_quantizations}
-        if fmt == "fp32" and "MPI_Allreduce" in algos:
-            budget["native"] = algos["MPI_Allreduce"]
+        if size in native:
+            budget["native"] = native[size]
         best = min(budget.values(), key=lambda r: r["time"]) if budget else None
         two = [r for r in engine.values() if fmt != "fp32" and r["quantizations"] <= 2]
         best2 = min(two, key=lambda r: r["time"]) if two else None
@@ -39,7 +49,7 @@ def main():
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
         vs32 = ring32.get(size) / fastest["time"] if fastest and ring32.get(size) else None
         errs = [r["model_error"] for r in algos.values() if "model_error" in r]
-        print(f"| {size >> 20} MiB | {fmt} | {auto['algo'] if auto else '-'} | "
+        print(f"| {human(size)} | {fmt} | {auto['algo'] if auto else '-'} | "
               f"{ratio(best['time'], auto['time']) if auto and best else '-'} | "
               f"{ratio(algos['ring']['time'], best2['time']) if best2 and 'ring' in algos else '-'} | "
               f"{vs32:.2f} | {100 * vs32 / (32 / BITS[fmt]):.0f}% | "

@@ -5,7 +5,14 @@ to fp32. With --at T1,T2,...: a second table with the test accuracy each format 
 wall-clock seconds (the last evaluation at or before T; intermediate evaluations use --eval-samples
 test images, the final one all of them), i.e. accuracy per wall time.
 
-    bench/trainer/summarize_experiment.py OUT_DIR [--at 60,120,240]
+With --regret: issue 19's regret table: fp32's mean final accuracy is the target; per format the
+wall time to reach it (the first evaluation at or above it; mean over seeds, or "never" with the count
+of runs that did), the best fixed format's time (an oracle no user has), and for each adaptive variant
+its time over the oracle's (goal <= 1.10), whether its final accuracy is within fp32's seed spread
+(mean >= fp32 mean - fp32 sd) and its controller overhead (goal <= 10 % where no format is faster than
+fp32). With --plot PNG: test accuracy against wall time, every run, one colour per format.
+
+    bench/trainer/summarize_experiment.py OUT_DIR [--at 60,120,240] [--regret] [--plot PNG]
 """
 import argparse
 import glob
@@ -39,6 +46,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
     parser.add_argument("--at", default="", help="comma-separated wall-clock seconds for the accuracy-by-time table")
+    parser.add_argument("--regret", action="store_true", help="the regret table against the best fixed format")
+    parser.add_argument("--plot", default="", help="write accuracy against wall time to this PNG")
     args = parser.parse_args()
     rows = {}
     for path in sorted(glob.glob(os.path.join(args.out, "*-seed*.jsonl"))):
@@ -85,6 +94,73 @@ def main():
                 cells.append(f"{100 * statistics.mean(done):.1f}" + (f" ({len(done)}/{len(reached)} runs)" if len(done) < len(reached) else "")
                              if done else "–")
             print(f"| {n} | " + " | ".join(cells) + " |")
+    if args.regret:
+        regret_table(rows, names)
+    if args.plot:
+        plot(rows, names, args.plot, os.path.basename(os.path.normpath(args.out)))
+
+
+def time_to_reach(run, target):
+    return next((e["wall_s"] for e in run if e["test_accuracy"] >= target), None)
+
+
+def regret_table(rows, names):
+    if "fp32" not in rows:
+        print("\nregret: no fp32 runs")
+        return
+    target = statistics.mean(rows["fp32"]["acc"])
+    fp32_sd = statistics.stdev(rows["fp32"]["acc"]) if len(rows["fp32"]["acc"]) > 1 else 0.0
+    times = {}
+    print()
+    print(f"Target: fp32's mean final test accuracy {100 * target:.2f}% (sd {100 * fp32_sd:.2f} over "
+          f"{len(rows['fp32']['acc'])} seeds).")
+    print()
+    print("| format | time to target s (mean over seeds) | runs that reached it |")
+    print("|---|---:|---|")
+    for n in names:
+        reached = [time_to_reach(run, target) for run in rows[n]["runs"]]
+        done = [t for t in reached if t is not None]
+        if len(done) == len(reached):
+            times[n] = statistics.mean(done)
+        cell = f"{times[n]:.0f}" if n in times else "never"
+        print(f"| {n} | {cell} | {len(done)}/{len(reached)} |")
+    fixed = {n: t for n, t in times.items() if not n.startswith("adaptive")}
+    if not fixed:
+        return
+    oracle = min(fixed, key=fixed.get)
+    print()
+    print(f"Best fixed format (the oracle): {oracle}, {fixed[oracle]:.0f} s.")
+    print()
+    print("| adaptive | time / oracle's (goal <= 1.10) | final accuracy within fp32's spread | controller overhead |")
+    print("|---|---:|---|---:|")
+    for n in names:
+        if not n.startswith("adaptive"):
+            continue
+        r = rows[n]
+        ratio = f"{times[n] / fixed[oracle]:.2f}" if n in times else "never"
+        within = statistics.mean(r["acc"]) >= target - fp32_sd
+        overhead = f"{100 * statistics.mean(r['overhead']):.0f}%" if r["overhead"] else "-"
+        print(f"| {n} | {ratio} | {'yes' if within else 'no'} ({100 * statistics.mean(r['acc']):.2f}%) | {overhead} |")
+
+
+def plot(rows, names, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, n in enumerate(names):
+        for k, run in enumerate(rows[n]["runs"]):
+            ax.plot([e["wall_s"] for e in run], [100 * e["test_accuracy"] for e in run],
+                    color=colours[i % len(colours)], alpha=0.8, lw=1.2, label=n if k == 0 else None,
+                    ls="--" if n.startswith("adaptive") else "-")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -173,9 +173,18 @@ int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step);
  * point counts; 0 is allowed at the start point). */
 int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, const char *candidate, uint64_t step,
                                   double accuracy, double secondsPerStep);
-/* Optional: the trainer's learning rate at phase-relative steps 0 .. count-1 of this phase. Carried
- * to the predictor (which will model schedules; it does not use them yet). */
+/* Optional: the trainer's learning rate at phase-relative steps 0 .. count-1 of this phase (up to the
+ * longest prediction: the phase's start to the end of training; the last rate holds beyond them).
+ * When they are not all equal, the decision's predictor fits the schedule-aware learning-curve model
+ * with them as its schedule (docs/predictor.md; the record's "lr_schedule" says "points:N"); without
+ * them or with a constant rate, the model without a schedule ("none"). */
 int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller, const double *rates, size_t count);
+/* The learning-rate schedule `spec` (the forms of adaprec-predict/adaprec-train --lr-schedule:
+ * constant, cosine:TOTAL, cosine:TOTAL:WARMUP, poly:TOTAL:POWER, step:GAMMA:S1,S2,..., file:PATH)
+ * relative to its peak, lr(step) / peak, at steps first .. first+count-1, written to rates (count
+ * doubles; NULL only with count 0, which only checks the spec). ADAPREC_ERR_INVALID_ARGUMENT with a
+ * one-line message for a malformed spec. Needs no controller. */
+int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t count, double *rates);
 /* Decides the phase (every candidate needs >= 2 points) and closes it: the next points need the
  * next AdaPrec_ControllerBeginPhase. */
 int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_Decision *decision);

@@ -72,8 +72,16 @@ int familyParameterCount(Family family);
 class LrSchedule {
  public:
   static LrSchedule parse(const std::string& spec);
+  // The file form from sampled points (a trainer's rates at some steps, as the controller collects
+  // them): the same rules and the same interpolation as `file:` rows, without the file; spec() is
+  // "points:N" (N points; not a form parse() reads). kInvalidArgument, one line naming the point, for
+  // unequal lengths, no points, a non-finite or negative step or lr, non-increasing steps, or all lr 0.
+  static LrSchedule fromPoints(const std::vector<double>& steps, const std::vector<double>& lrs);
   const std::string& spec() const { return spec_; }
   double lrAt(double step) const;
+  // The largest rate: 1 for the analytic forms, the largest row for file and points. A trainer whose
+  // peak rate is P runs at P * lrAt(step) / peak().
+  double peak() const;
   // The annealing areas of Tissue et al. (2024), "Scaling law with learning rate annealing", at a step
   // (after `step` updates, update i taken at lr(i); a fractional step interpolates linearly):
   //   forward area    S1(s) = sum_{i < s} lr(i)

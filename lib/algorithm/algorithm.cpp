@@ -186,9 +186,11 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
   const double native = choice.candidates.front().seconds;
   for (const AutoCandidate& c : choice.candidates) {
     if (c.algorithm == Algorithm::kNative || !c.withinBudget || c.seconds > fastest * kAutoTieMargin) continue;
-    // One node: the native curve, probed at 16 MiB, does not extrapolate (measured 2-5x slower at
-    // 256 MiB than its slope says), while compression was measured to pay from 64 MiB (the guard).
-    if (t.nodes == 1 || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
+    // One node: the native curve does not extrapolate above its largest probe (measured 2-5x slower
+    // at 256 MiB than its slope says): there the compressed algorithm is taken; within the probed
+    // sizes, and between nodes, only by the margin.
+    const bool nativeBeyondProbes = 4.0 * static_cast<double>(count) > calibration.native.back().first;
+    if ((t.nodes == 1 && nativeBeyondProbes) || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
     break;
   }
   return choice;

@@ -149,12 +149,13 @@ inline constexpr int kTwoShotMaxRanks = 8;
 // fixed costs dominate, compression cannot pay, and MPI's small-message algorithms beat ours; also
 // the calibration probe never runs for a job of only small messages.
 inline constexpr std::size_t kAutoModelMinBytes = std::size_t{256} << 10;
-// The same guard when all ranks share one node: the model is not reliable on shared memory (every
-// term is CPU- and cache-bound; docs/benchmarks.md, "Cost model"), and measured, native was never
-// beaten by more than noise below 64 MiB on 4 ranks, while compressing paid from 64 MiB on. So on one
-// node auto keeps the measured rule: native below, a compressed algorithm (the model picks which,
-// within the budget) from 64 MiB; fp32 always native.
-inline constexpr std::size_t kAutoSharedModelMinBytes = std::size_t{64} << 20;
+// The same guard when all ranks share one node: below 4 MiB native (measured on 4 ranks over shared
+// memory: no engine algorithm beat MPI_Allreduce by more than noise up to 256 KiB, while at 4 MiB the
+// 8-bit and Table-N formats ran 1.2-1.4x faster compressed; docs/benchmarks.md). From there the
+// model decides; on one node native's curve is only trusted up to its largest probe (16 MiB): above
+// it a lossy format is always compressed (measured 2-5x slower at 256 MiB than the curve's slope
+// says), the model picking which algorithm within the budget. fp32 is always native on one node.
+inline constexpr std::size_t kAutoSharedModelMinBytes = std::size_t{4} << 20;
 // An engine algorithm replaces native only when predicted at most this fraction of native's time:
 // the model is optimistic for the compressed algorithms (docs/benchmarks.md), native is the safe side.
 inline constexpr double kAutoNativeMargin = 0.9;

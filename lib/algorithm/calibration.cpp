@@ -25,14 +25,18 @@ constexpr int kLargeReps = 3;  // + one untimed warm-up (opens connections, faul
 // streams got 0.073); on one node, past the caches.
 constexpr std::size_t kLinkBytesNetwork = std::size_t{4} << 20;
 constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
-// The native curve's probe sizes (fp32 bytes). On one node the model only decides from 64 MiB up
-// (kAutoSharedModelMinBytes), so its probes are out of cache; between nodes they span the model's
-// range, and are extrapolated along their slope above 4 MiB.
+// The native curve's probe sizes (fp32 bytes). On one node the model decides from 4 MiB up
+// (kAutoSharedModelMinBytes) and compares with native only up to the largest probe (chooseAlgorithm);
+// between nodes they span the model's range, and are extrapolated along their slope above 4 MiB.
 constexpr std::size_t kNativeNetwork[] = {std::size_t{1} << 20, std::size_t{4} << 20};
 constexpr std::size_t kNativeShared[] = {std::size_t{4} << 20, std::size_t{16} << 20};
 constexpr int kNativeReps = 2;
-constexpr std::size_t kCodecCount = std::size_t{1} << 18;
-constexpr int kCodecReps = 3;
+// The codec at 8 MiB of fp32, past the caches: the model decides for calls whose chunks stream from
+// memory (on one node from 4 MiB, between nodes the large sizes where compressing pays). At 2^18
+// elements the probe ran in cache and on shared memory the model under-predicted compressed
+// allreduces at 64 MiB by 60-86 % (4 ranks on 2 cores: every rank encodes at once from memory).
+constexpr std::size_t kCodecCount = std::size_t{1} << 21;
+constexpr double kCodecProbeSeconds = 0.02;
 
 double seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -104,16 +108,24 @@ std::vector<float> gradientLike(std::size_t count, int rank) {
   return values;
 }
 
+// Seconds per element of f (one call codes kCodecCount elements): calls repeated for at least
+// kCodecProbeSeconds of wall time after one untimed call. Every rank probes at once, and a window
+// that long spans the scheduler's time slices, so where ranks outnumber cores (or share memory
+// bandwidth) the probe sees the share each rank gets inside an allreduce; a window of a few calls
+// did not (on 4 ranks over 2 cores it measured 4x the speed the codec had in 64 MiB allreduces).
+// Bounded by time, not by speed: a slow (sanitized) build probes no longer than a fast one.
 template <class F>
-double medianSecondsPerElement(F&& f) {
-  std::vector<double> times;
+double windowSecondsPerElement(F&& f) {
   f();
-  for (int rep = 0; rep < kCodecReps; ++rep) {
-    const auto start = Clock::now();
+  const auto start = Clock::now();
+  std::size_t calls = 0;
+  double elapsed = 0;
+  do {
     f();
-    times.push_back(seconds(start));
-  }
-  return median(times) / static_cast<double>(kCodecCount);
+    ++calls;
+    elapsed = seconds(start);
+  } while (elapsed < kCodecProbeSeconds);
+  return elapsed / static_cast<double>(calls * kCodecCount);
 }
 
 // Time-like encodings for the max-reduction: a non-negative double's bits order as its value.
@@ -140,10 +152,10 @@ CodecCost measureCodec(Format format) {
   std::vector<float> output(kCodecCount, 0.0f);
   std::vector<unsigned char> chunk(encodedBytes(format, kCodecCount));
   CodecCost k;
-  k.encode = medianSecondsPerElement([&] { encode(format, input.data(), kCodecCount, chunk.data(), chunk.size()); });
-  k.decode = medianSecondsPerElement([&] { decode(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
+  k.encode = windowSecondsPerElement([&] { encode(format, input.data(), kCodecCount, chunk.data(), chunk.size()); });
+  k.decode = windowSecondsPerElement([&] { decode(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
   k.decodeAdd =
-      medianSecondsPerElement([&] { decodeAdd(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
+      windowSecondsPerElement([&] { decodeAdd(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
   return k;
 }
 

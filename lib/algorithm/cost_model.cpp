@@ -31,13 +31,26 @@ double linkSeconds(const AlgorithmWork& w, double alphaSeconds, double bytesPerS
   return w.steps * alphaSeconds + w.sentBytes / std::max(bytesPerSecond, 1.0);
 }
 
-// The measured native curve at `bytes`: linear between probe sizes, the smallest probe's time below
-// them, and along the last two points' slope above the largest (proportional to the size when that
-// slope is not positive: noise).
+// The latency of a small native allreduce: the 2 ceil(log2 p) message latencies of recursive doubling
+// or Rabenseifner (what MPI libraries run for small and medium sizes), on the slower link.
+double nativeLatencySeconds(const Calibration& calibration) {
+  const CalibrationTopology& t = calibration.topology;
+  const double alpha = t.nodes > 1 ? calibration.inter.alphaSeconds : calibration.intra.alphaSeconds;
+  return 2.0 * std::ceil(std::log2(std::max(2, t.ranks))) * alpha;
+}
+
+// The measured native curve at `bytes`: linear between probe sizes; below the smallest probe, linear
+// from the latency at 0 bytes to that probe (the smallest probe's time for every smaller size
+// over-predicted a 4-byte call 10,000-fold); along the last two points' slope above the largest
+// (proportional to the size when that slope is not positive: noise).
 double nativeSeconds(const Calibration& calibration, double bytes) {
   const auto& points = calibration.native;
   ADAPREC_CHECK(!points.empty(), ErrorCode::kInternal, "the cost model has no native measurement");
-  if (bytes <= points.front().first) return points.front().second;
+  if (bytes <= points.front().first) {
+    const auto& [b0, t0] = points.front();
+    const double latency = std::min(nativeLatencySeconds(calibration), t0);
+    return latency + (t0 - latency) * bytes / b0;
+  }
   for (std::size_t i = 1; i < points.size(); ++i) {
     const auto& [b0, t0] = points[i - 1];
     const auto& [b1, t1] = points[i];

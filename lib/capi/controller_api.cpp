@@ -15,6 +15,7 @@
 
 #include "adaprec/adaprec_mpi.h"
 #include "adaprec/error.hpp"
+#include "adaprec/predictor.hpp"
 #include "controller/phase_plan.hpp"
 
 namespace {
@@ -186,6 +187,16 @@ extern "C" int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller,
       ADAPREC_CHECK_ARG(std::isfinite(rates[k]) && rates[k] >= 0, "learning rate " << rates[k] << " at step " << k);
     }
     c.learningRates.assign(rates, rates + count);
+  });
+}
+
+extern "C" int AdaPrec_ControllerScheduleRates(const char* spec, uint64_t first, size_t count, double* rates) {
+  return guarded(__func__, [&] {
+    ADAPREC_CHECK_ARG(spec != nullptr, "spec must not be NULL");
+    ADAPREC_CHECK_ARG(rates != nullptr || count == 0, "rates must not be NULL");
+    const adaprec::predictor::LrSchedule schedule = adaprec::predictor::LrSchedule::parse(spec);
+    const double peak = schedule.peak();
+    for (std::size_t k = 0; k < count; ++k) rates[k] = schedule.lrAt(static_cast<double>(first + k)) / peak;
   });
 }
 

@@ -368,7 +368,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     }
     format = it->second;
   }
-  // auto: the guard cases (small, one node below 64 MiB) need nothing collective; the model may run
+  // auto: the guard cases (small, one node below 4 MiB) need nothing collective; the model may run
   // the calibration probe, so the call is agreed first (ranks that disagree on the count must get
   // kMismatch, not a probe that only some of them enter).
   bool agreed = options.checkEveryPath;

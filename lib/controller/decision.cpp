@@ -16,6 +16,18 @@ DecisionRule parseDecisionRule(const std::string& name) {
   ADAPREC_FAIL(ErrorCode::kInvalidArgument, "unknown decision rule '" << name << "' (valid: gain, risk)");
 }
 
+std::shared_ptr<const predictor::LrSchedule> phaseSchedule(const std::vector<double>& learningRates) {
+  if (learningRates.empty()) return nullptr;
+  bool constant = true;
+  for (double lr : learningRates) constant = constant && lr == learningRates.front();
+  // A constant rate (or all 0, past the end of a decay) is the model without a schedule: exactly, not
+  // up to rounding, so that runs without a schedule decide as before.
+  if (constant && std::isfinite(learningRates.front()) && learningRates.front() >= 0) return nullptr;
+  std::vector<double> steps(learningRates.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) steps[i] = static_cast<double>(i);
+  return std::make_shared<const predictor::LrSchedule>(predictor::LrSchedule::fromPoints(steps, learningRates));
+}
+
 Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config) {
   ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs at least one candidate");
   ADAPREC_CHECK_ARG(config.baseline < candidates.size(), "baseline index " << config.baseline);
@@ -36,9 +48,12 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
     if (config.validationImages > 0) curve.sampleCounts.assign(c.steps.size(), config.validationImages);
     curves.push_back(std::move(curve));
   }
-  const predictor::Posterior posterior = predictor::fitFast(curves);
+  predictor::ModelOptions model;
+  model.lrSchedule = phaseSchedule(config.learningRates);
+  const predictor::Posterior posterior = predictor::fitFast(curves, model);
 
   Decision d;
+  if (model.lrSchedule) d.lrSchedule = model.lrSchedule->spec();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const predictor::Prediction p = posterior.predict(i, horizonOf(i));
     CandidateVerdict v;

@@ -1,8 +1,9 @@
 // The controller's decision rule, separate from the training loop so that it can be tested on
 // constructed cases. Input: for each candidate precision, its speculative branch's validation curve
 // (all branches start from the same state at step 0 of the phase) and its measured time per step.
-// The predictor fits all curves jointly and predicts each candidate's accuracy at its horizon H_c (end of
-// its branch + the continuation phase; one H for all, or per candidate). Rules:
+// The predictor fits all curves jointly (under the trainer's learning-rate schedule when its rates are
+// not constant: DecisionConfig::learningRates) and predicts each candidate's accuracy at its horizon
+// H_c (end of its branch + the continuation phase; one H for all, or per candidate). Rules:
 //   gain-per-second (the original AdaPrec):  score_c = (E[acc_c(H_c)] - acc(0)) / (H_c * secondsPerStep_c)
 //   risk-aware: P(gain_c / time_c > gain_b / time_b) for the baseline b (fp32), with the predictive
 //               distributions approximated as independent normals; the baseline scores 0.5, so a
@@ -12,8 +13,13 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace adaprec::predictor {
+class LrSchedule;
+}
 
 namespace adaprec::controller {
 
@@ -40,6 +46,7 @@ struct Decision {
   std::size_t choice = 0;
   std::vector<CandidateVerdict> verdicts;
   double fitSeconds = 0;
+  std::string lrSchedule = "none";  // the predictor's schedule: "none" or "points:N" (phaseSchedule)
 };
 
 struct DecisionConfig {
@@ -51,9 +58,16 @@ struct DecisionConfig {
   std::size_t baseline = 0;     // index of the baseline candidate (fp32) for the risk-aware rule
   double validationImages = 0;  // images behind each accuracy (binomial noise in the fit); 0: unknown
   // The trainer's learning rate at phase-relative steps 0, 1, ... up to the largest horizon (empty:
-  // not given). Carried to the predictor, which does not use it yet (issue 19: schedules).
+  // not given; beyond the last one the last rate holds). When the rates are not all equal, the
+  // predictor fits the schedule-aware model with them as its schedule (phaseSchedule); when empty or
+  // all equal, the model without a schedule, exactly.
   std::vector<double> learningRates;
 };
+
+// The schedule decide() gives the predictor for these phase-relative rates (rate i at step i): none
+// (nullptr) when they are empty or all equal (a constant rate: the model without a schedule), else
+// predictor::LrSchedule::fromPoints over steps 0..n-1. kInvalidArgument for a negative or non-finite rate.
+std::shared_ptr<const predictor::LrSchedule> phaseSchedule(const std::vector<double>& learningRates);
 
 // Throws Error(kInvalidArgument) on malformed observations (no candidates, unequal starts, ...).
 Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config);

@@ -75,6 +75,7 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
   j["phase_s"] = outcome.phaseSeconds;
   j["overhead_s"] = outcome.overheadSeconds;
   j["fit_s"] = plan.decision.fitSeconds;
+  j["lr_schedule"] = plan.decision.lrSchedule;  // the predictor's schedule ("none": the model without one)
   nlohmann::json cands = nlohmann::json::array();
   for (std::size_t c = 0; c < phase.observations.size(); ++c) {
     const CandidateVerdict& v = plan.decision.verdicts[c];

@@ -118,6 +118,7 @@ std::vector<std::uint8_t> serializeSnapshot(const TrainerSnapshot& s) {
   payload.section("reducer", s.reducerState.data(), s.reducerState.size());
   payload.section("controller", s.controllerState.data(), s.controllerState.size());
   payload.section("counters", s.counters.data(), s.counters.size());
+  payload.section("pending", s.pendingGradients.data(), s.pendingGradients.size() * sizeof(float));
   Writer file;
   file.raw(kMagic, sizeof kMagic);
   file.u32(kVersion);
@@ -140,8 +141,8 @@ TrainerSnapshot deserializeSnapshot(std::span<const std::uint8_t> bytes, const s
                 "checkpoint " << origin << " has format version 1 (an older adaprec-train, without the rank and "
                               << "run identity this build checks); this build reads version " << kVersion
                               << ": restart the run without --resume, or with a new --checkpoint directory");
-  ADAPREC_CHECK(version == kVersion, ErrorCode::kMalformedInput,
-                "checkpoint " << origin << " has version " << version << ", this build reads " << kVersion);
+  ADAPREC_CHECK(version == 2 || version == kVersion, ErrorCode::kMalformedInput,
+                "checkpoint " << origin << " has version " << version << ", this build reads 2 and " << kVersion);
   const std::uint64_t payloadBytes = header.u64();
   ADAPREC_CHECK(payloadBytes == bytes.size() - kHeaderBytes - 4, ErrorCode::kMalformedInput,
                 "checkpoint " << origin << " is truncated or padded: header says " << payloadBytes
@@ -172,6 +173,7 @@ TrainerSnapshot deserializeSnapshot(std::span<const std::uint8_t> bytes, const s
   s.controllerState = r.section("controller");
   auto counters = r.section("counters");
   s.counters.assign(counters.begin(), counters.end());
+  if (version >= 3) s.pendingGradients = asVector<float>(r.section("pending"), origin, "pending");
   ADAPREC_CHECK(r.done(), ErrorCode::kMalformedInput, "checkpoint " << origin << " has trailing sections");
   return s;
 }

@@ -9,6 +9,8 @@
 // Version 2 added the "identity" section (u64 run id, u32 rank, u32 rank count) after "fingerprint":
 // every rank's file of one generation must carry the same run id, and each rank must read its own
 // file, so swapped or mixed-in files are refused. Version 1 files are refused with a message.
+// Version 3 added the "pending" section after "counters": the reduced gradients a double-buffered run
+// applies at its next step (empty otherwise); version 2 files are read with none.
 #pragma once
 
 #include <mpi.h>
@@ -37,10 +39,12 @@ struct TrainerSnapshot {
   std::vector<std::uint8_t> reducerState;     // error-feedback residuals (per rank)
   std::vector<std::uint8_t> controllerState;  // opaque blob owned by the precision controller
   std::string counters;               // JSON: wall seconds, bytes sent so far, ...
+  // Double buffering: the last step's gradients, reduced, that the next update applies (empty: none).
+  std::vector<float> pendingGradients;
 };
 
 // The checkpoint format version this build writes and reads.
-inline constexpr std::uint32_t kCheckpointVersion = 2;
+inline constexpr std::uint32_t kCheckpointVersion = 3;
 
 std::vector<std::uint8_t> serializeSnapshot(const TrainerSnapshot& snapshot);
 // `origin` names the source in error messages (a path, "memory").

@@ -58,7 +58,7 @@ class TrainerSession final : public controller::SpeculativeTrainer {
   }
 
   double learningRate(std::uint64_t step) const override {
-    return trainer::learningRate(trainer_.config().schedule, epochAt(step));
+    return trainer_.learningRateAt(step);
   }
 
   double maxOverRanks(double value) override {

@@ -18,7 +18,9 @@ class MpiReducer final : public GradientReducer {
   }
   std::string name() const override { return "mpi"; }
 
-  ReduceStats reduce(std::span<float> grads, const std::vector<LayerRange>& /*layers*/) override {
+  // One fused call on the whole buffer.
+  std::vector<Bucket> buckets(const std::vector<LayerRange>& layers) const override { return {{0, layers.size()}}; }
+  ReduceStats reduceBucket(std::span<float> grads, const std::vector<LayerRange>& /*layers*/, Bucket /*bucket*/) override {
     ReduceStats s;
     const double start = now();
     ADAPREC_CHECK(grads.size() <= static_cast<std::size_t>(INT32_MAX), ErrorCode::kUnsupported,

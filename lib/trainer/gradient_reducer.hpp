@@ -20,15 +20,41 @@ namespace adaprec::trainer {
 struct ReduceStats {
   std::uint64_t wireBytes = 0;  // bytes this rank sent
   std::uint64_t fp32Bytes = 0;  // bytes an fp32 reduction with the same algorithm would have sent
-  double seconds = 0;           // wall time of the reduction
+  double seconds = 0;           // wall time of the reduction (its calls, on whichever thread ran them)
+  // How long the training thread waited for it: `seconds` when it reduces after the backward pass,
+  // less when the reduction overlaps computation (ReductionPipeline).
+  double exposedSeconds = 0;
+  ReduceStats& operator+=(const ReduceStats& o) {
+    wireBytes += o.wireBytes;
+    fp32Bytes += o.fp32Bytes;
+    seconds += o.seconds;
+    exposedSeconds += o.exposedSeconds;
+    return *this;
+  }
+};
+
+// The layers [first, last) that one allreduce call sums.
+struct Bucket {
+  std::size_t first = 0, last = 0;
 };
 
 class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
   virtual std::string name() const = 0;
-  // Sums `grads` over the ranks and divides by the rank count, in place.
-  virtual ReduceStats reduce(std::span<float> grads, const std::vector<LayerRange>& layers) = 0;
+  // The calls reduce() makes, in its order: consecutive runs of layers covering every layer, a function
+  // of the layers and the formats set. A pipelined step makes the same calls (in another order).
+  virtual std::vector<Bucket> buckets(const std::vector<LayerRange>& layers) const = 0;
+  // Sums one bucket's gradients over the ranks and divides by the rank count, in place. Calls on
+  // different buckets are independent: their order does not change any result.
+  virtual ReduceStats reduceBucket(std::span<float> grads, const std::vector<LayerRange>& layers, Bucket bucket) = 0;
+  // Every bucket in order: the whole gradient averaged in place (exposedSeconds = seconds).
+  ReduceStats reduce(std::span<float> grads, const std::vector<LayerRange>& layers) {
+    ReduceStats total;
+    for (const Bucket& bucket : buckets(layers)) total += reduceBucket(grads, layers, bucket);
+    total.exposedSeconds = total.seconds;
+    return total;
+  }
   // The wire format each layer used in the last reduce ("fp32" before any), for logs.
   virtual std::vector<std::string> layerFormats() const = 0;
   // Per-layer format requests (one entry per layer range); the controller switches formats with it.

@@ -25,33 +25,43 @@ class CommunicatorReducer final : public GradientReducer {
   }
   std::string name() const override { return "adaprec"; }
 
-  ReduceStats reduce(std::span<float> grads, const std::vector<LayerRange>& layers) override {
+  std::vector<Bucket> buckets(const std::vector<LayerRange>& layers) const override {
     ADAPREC_CHECK(layers.size() == formats_.size(), ErrorCode::kMismatch,
                   layers.size() << " layers but " << formats_.size() << " formats");
-    ReduceStats s;
-    const double start = now();
+    std::vector<Bucket> out;
     std::size_t first = 0;
     while (first < layers.size()) {
       std::size_t last = first + 1;
       if (bucketing_ == Bucketing::kFused) {
         while (last < layers.size() && formats_[last] == formats_[first]) ++last;
       }
-      AllreduceOptions opt;
-      opt.format = formats_[first];
-      opt.algorithm = algorithm_;
-      opt.average = true;
-      opt.key = layers[first].name;
-      for (std::size_t i = first + 1; i < last; ++i) opt.key += "+" + layers[i].name;
-      const std::int64_t offset = layers[first].offset;
-      const std::int64_t count = layers[last - 1].offset + layers[last - 1].count - offset;
-      AllreduceStats a = comm_.allreduce(grads.data() + offset, static_cast<std::size_t>(count), opt);
-      s.wireBytes += a.wireBytes;
-      s.fp32Bytes += a.fp32Bytes;
-      for (std::size_t i = first; i < last; ++i) used_[i] = std::string(formatName(a.format));
-      if (opt.format.errorFeedback) {
-        for (std::size_t i = first; i < last; ++i) used_[i] += "+ef";
-      }
+      out.push_back({first, last});
       first = last;
+    }
+    return out;
+  }
+
+  ReduceStats reduceBucket(std::span<float> grads, const std::vector<LayerRange>& layers, Bucket bucket) override {
+    ADAPREC_CHECK(layers.size() == formats_.size() && bucket.first < bucket.last && bucket.last <= layers.size(),
+                  ErrorCode::kMismatch,
+                  "bucket [" << bucket.first << ", " << bucket.last << ") of " << layers.size() << " layers ("
+                             << formats_.size() << " formats)");
+    ReduceStats s;
+    const double start = now();
+    AllreduceOptions opt;
+    opt.format = formats_[bucket.first];
+    opt.algorithm = algorithm_;
+    opt.average = true;
+    opt.key = layers[bucket.first].name;
+    for (std::size_t i = bucket.first + 1; i < bucket.last; ++i) opt.key += "+" + layers[i].name;
+    const std::int64_t offset = layers[bucket.first].offset;
+    const std::int64_t count = layers[bucket.last - 1].offset + layers[bucket.last - 1].count - offset;
+    AllreduceStats a = comm_.allreduce(grads.data() + offset, static_cast<std::size_t>(count), opt);
+    s.wireBytes = a.wireBytes;
+    s.fp32Bytes = a.fp32Bytes;
+    for (std::size_t i = bucket.first; i < bucket.last; ++i) {
+      used_[i] = std::string(formatName(a.format));
+      if (opt.format.errorFeedback) used_[i] += "+ef";
     }
     s.seconds = now() - start;
     return s;

@@ -56,7 +56,8 @@ void Model::forward(Backend& backend, int batch, const float* images) {
   }
 }
 
-StepResult Model::trainStep(Backend& backend, int batch, const float* images, const std::int32_t* labels) {
+StepResult Model::trainStep(Backend& backend, int batch, const float* images, const std::int32_t* labels,
+                            const std::function<void(std::int64_t)>& gradientsFinalFrom) {
   forward(backend, batch, images);
   StepResult r;
   logitGrad_.resize(static_cast<std::size_t>(batch) * classes_);
@@ -71,6 +72,7 @@ StepResult Model::trainStep(Backend& backend, int batch, const float* images, co
       gradIn = activationGrads_[i - 1].data();
     }
     layers_[i]->backward(backend, batch, in, activations_[i].data(), gradOut, gradIn);
+    if (gradientsFinalFrom) gradientsFinalFrom(layerOffsets_[i]);
     gradOut = gradIn;
   }
   return r;

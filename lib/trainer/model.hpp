@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,8 +39,12 @@ class Model {
   // Draws every layer's initial parameters from rng.
   void initialize(std::mt19937_64& rng);
 
-  // Forward + backward on one mini-batch: gradients() then holds d(mean loss)/d(params).
-  StepResult trainStep(Backend& backend, int batch, const float* images, const std::int32_t* labels);
+  // Forward + backward on one mini-batch: gradients() then holds d(mean loss)/d(params). Backward runs
+  // from the last layer to the first; after each layer, `gradientsFinalFrom(offset)` (when given) is
+  // told that the gradients at flat offsets >= offset are final (a reducer may start on them while
+  // backward goes on below: nothing later writes there).
+  StepResult trainStep(Backend& backend, int batch, const float* images, const std::int32_t* labels,
+                       const std::function<void(std::int64_t)>& gradientsFinalFrom = {});
   // Forward only; returns the summed (not mean) loss so that evaluators can add across batches/ranks.
   StepResult evaluate(Backend& backend, int batch, const float* images, const std::int32_t* labels);
 

@@ -38,6 +38,20 @@ CLI::Validator numberCheck(double low, bool lowOpen, double high, bool highOpen,
       valid);
 }
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+
+// --lr-schedule: the predictor's parser decides (one source of truth for the forms and their errors).
+CLI::Validator lrScheduleCheck() {
+  return CLI::Validator(
+      [](std::string& spec) -> std::string {
+        try {
+          predictor::LrSchedule::parse(spec);
+          return std::string();
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "SPEC");
+}
 CLI::Validator atLeast(double low) { return numberCheck(low, false, kNoLimit, false, true); }
 CLI::Validator positiveReal() { return numberCheck(0, true, kNoLimit, false, false); }
 CLI::Validator nonNegativeReal() { return numberCheck(0, false, kNoLimit, false, false); }
@@ -106,6 +120,17 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->check(positiveReal())
       ->capture_default_str();
   app.add_option("--power", t.schedule.power, "poly schedule: exponent (> 0)")->check(positiveReal())->capture_default_str();
+  app.add_option("--lr-schedule", t.schedule.lrSchedule,
+                 "Learning-rate schedule over global steps instead of --schedule/--warmup/--milestones/--gamma/"
+                 "--power: the rate is the scaled peak times lr(step) / the schedule's peak, lr from constant, "
+                 "cosine:TOTAL, cosine:TOTAL:WARMUP, poly:TOTAL:POWER, step:GAMMA:S1,S2,... or file:PATH "
+                 "(CSV step,lr), the forms of adaprec-predict --lr-schedule")
+      ->check(lrScheduleCheck())
+      ->excludes("--schedule")
+      ->excludes("--warmup")
+      ->excludes("--milestones")
+      ->excludes("--gamma")
+      ->excludes("--power");
   app.add_option("--format", o.format,
                  "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, '+ef' for error "
                  "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")
@@ -144,7 +169,7 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--algo", o.algo, "Allreduce algorithm (auto, native, ring, twoshot, rabenseifner, "
                                    "recursive_doubling, hierarchical). Default twoshot, not auto: on a single node "
-                                   "auto sends fp32 below 64 MiB (docs/algorithms.md), which would erase the "
+                                   "auto sends fp32 below 4 MiB (docs/algorithms.md), which would erase the "
                                    "format under study; use auto or hierarchical across nodes")
       ->capture_default_str();
   app.add_option("--reducer", o.reducer, "Gradient reduction: adaprec (the Communicator), mpi (plain "
@@ -155,6 +180,20 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                                              "same format in one call")
       ->check(CLI::IsMember({"layer", "fused"}))
       ->capture_default_str();
+  auto* reduction =
+      app.add_option_function<std::string>(
+             "--reduction", [&t](const std::string& name) { t.reduction = parseReductionMode(name); },
+             "When gradients are reduced: sequential (after the backward pass), overlap (each bucket on a "
+             "communication thread as soon as backward has produced it; results bit-identical to sequential), "
+             "double-buffering (during the next step, whose update applies them: one step stale, ChainerMN's "
+             "double buffering; step 0 updates nothing). overlap and double-buffering need "
+             "MPI_THREAD_SERIALIZED (docs/trainer.md)")
+          ->check(CLI::IsMember({"sequential", "overlap", "double-buffering"}))
+          ->default_str("sequential");
+  app.add_flag_callback(
+         "--double-buffering", [&t] { t.reduction = ReductionMode::kDoubleBuffering; },
+         "Same as --reduction double-buffering")
+      ->excludes(reduction);
   app.add_option("--log", t.logPath, "JSON-lines log: one record per evaluation (epoch, step, wall seconds, losses, "
                                      "accuracy, format per layer, bytes sent and bytes fp32 would have sent)");
   app.add_option("--checkpoint", t.checkpointDir, "Directory for checkpoints (atomic; one file per rank)");

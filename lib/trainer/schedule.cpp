@@ -9,7 +9,15 @@
 
 namespace adaprec::trainer {
 
-void ScheduleConfig::check() const {
+void ScheduleConfig::check() {
+  parsed.reset();
+  if (!lrSchedule.empty()) {
+    ADAPREC_CHECK_ARG(kind == "const" && warmupEpochs == 0 && milestones.empty(),
+                      "--lr-schedule replaces --schedule, --warmup and --milestones (got --schedule "
+                          << kind << ", --warmup " << warmupEpochs << ", " << milestones.size()
+                          << " milestone(s)); give the decay in --lr-schedule alone");
+    parsed = std::make_shared<const predictor::LrSchedule>(predictor::LrSchedule::parse(lrSchedule));
+  }
   ADAPREC_CHECK_ARG(kind == "const" || kind == "step" || kind == "poly" || kind == "cosine",
                     "unknown schedule '" << kind << "' (valid: " << kScheduleKinds << ")");
   ADAPREC_CHECK_ARG(baseLr > 0 && std::isfinite(baseLr), "learning rate " << baseLr << " must be > 0");
@@ -28,9 +36,25 @@ void ScheduleConfig::check() const {
   }
 }
 
-double learningRate(const ScheduleConfig& c, double epoch) {
+namespace {
+// The linear scaling rule: the rate for the real global batch.
+double peakRate(const ScheduleConfig& c) {
   const double reference = c.referenceBatch > 0 ? c.referenceBatch : c.globalBatch;
-  const double peak = c.baseLr * c.globalBatch / reference;
+  return c.baseLr * c.globalBatch / reference;
+}
+}  // namespace
+
+double learningRateAtStep(const ScheduleConfig& c, std::uint64_t step, std::uint64_t stepsPerEpoch) {
+  if (!c.lrSchedule.empty()) {
+    ADAPREC_CHECK_ARG(c.parsed && c.parsed->spec() == c.lrSchedule,
+                      "lr schedule '" << c.lrSchedule << "' used before ScheduleConfig::check()");
+    return peakRate(c) * (c.parsed->lrAt(static_cast<double>(step)) / c.parsed->peak());
+  }
+  return learningRate(c, static_cast<double>(step) / static_cast<double>(stepsPerEpoch));
+}
+
+double learningRate(const ScheduleConfig& c, double epoch) {
+  const double peak = peakRate(c);
   if (epoch < c.warmupEpochs) return c.baseLr + (peak - c.baseLr) * (epoch / c.warmupEpochs);
   const double progress = std::clamp(epoch / c.totalEpochs, 0.0, 1.0);
   if (c.kind == "step") {

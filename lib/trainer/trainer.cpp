@@ -59,6 +59,15 @@ Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset tes
   backend_ = makeBackend(config_.backend);
   model_ = makeModel(config_.model, Shape{1, train_.rows, train_.cols}, train_.classes);
   model_->initialize(rng_);
+  pipeline_ = std::make_unique<ReductionPipeline>(*reducer_, config_.reduction);
+  if (config_.reduction != ReductionMode::kSequential) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    ADAPREC_CHECK_ARG(provided >= MPI_THREAD_SERIALIZED,
+                      "--reduction " << toString(config_.reduction)
+                                     << " reduces on a communication thread and needs MPI_THREAD_SERIALIZED; MPI was "
+                                        "initialized with a lower thread level (MPI_Init_thread)");
+  }
   sgd_ = std::make_unique<MomentumSgd>(model_->parameters().size(), config_.momentum, config_.weightDecay);
   if (!config_.checkpointDir.empty()) checkpoints_ = std::make_unique<CheckpointDirectory>(config_.checkpointDir, comm_);
   // This run's identity in its checkpoints: drawn on rank 0, the same on every rank; a resume replaces
@@ -99,31 +108,82 @@ void Trainer::prepareEpochOrder(std::uint64_t epoch) {
   orderEpoch_ = epoch;
 }
 
+void Trainer::checkFinite(const StepResult& r) const {
+  if (std::isfinite(r.loss)) return;
+  const double at = static_cast<double>(step_) / stepsPerEpoch_;
+  std::ostringstream os;
+  os << "training diverged: the training loss is " << r.loss << " at step " << step_ << " (epoch " << at
+     << ", learning rate " << learningRate() << ") on rank " << rank_
+     << "; lower --lr, lengthen --warmup or use a less lossy --format";
+  throw TrainingDiverged(os.str());
+}
+
 void Trainer::step() {
+  const double stepStart = now();
   const std::uint64_t epoch = step_ / stepsPerEpoch_;
   const std::uint64_t inEpoch = step_ % stepsPerEpoch_;
   prepareEpochOrder(epoch);
   const std::size_t b = static_cast<std::size_t>(config_.batch);
   const std::size_t first = (inEpoch * size_ + rank_) * b;
   train_.gather(std::span(order_).subspan(first, b), images_.data(), labels_.data());
-  StepResult r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data());
-  if (!std::isfinite(r.loss)) {
-    const double at = static_cast<double>(step_) / stepsPerEpoch_;
-    std::ostringstream os;
-    os << "training diverged: the training loss is " << r.loss << " at step " << step_ << " (epoch " << at
-       << ", learning rate " << learningRate(config_.schedule, at) << ") on rank " << rank_
-       << "; lower --lr, lengthen --warmup or use a less lossy --format";
-    throw TrainingDiverged(os.str());
+  const std::span<float> grads = model_->gradients();
+  const std::vector<LayerRange>& layers = model_->layerRanges();
+  StepResult r;
+  ReduceStats rs;
+  std::span<const float> update = grads;
+  switch (pipeline_->mode()) {
+    case ReductionMode::kSequential:
+      pipeline_->begin(grads, layers);
+      r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data());
+      checkFinite(r);
+      rs = pipeline_->finish();
+      break;
+    case ReductionMode::kOverlap:
+      pipeline_->begin(grads, layers);
+      r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data(),
+                            [this](std::int64_t offset) { pipeline_->gradientsFinalFrom(offset); });
+      // After the reductions already posted: every rank has posted the same ones, so none is left
+      // waiting inside a collective when a rank stops here.
+      rs = pipeline_->finish();
+      checkFinite(r);
+      break;
+    case ReductionMode::kDoubleBuffering: {
+      r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data());
+      checkFinite(r);
+      update = pipeline_->exchange(grads, layers);  // empty at the first step: nothing to apply yet
+      rs = pipeline_->takeStats();
+      break;
+    }
   }
-  ReduceStats rs = reducer_->reduce(model_->gradients(), model_->layerRanges());
   wireBytes_ += rs.wireBytes;
   fp32Bytes_ += rs.fp32Bytes;
   commSeconds_ += rs.seconds;
-  const double lr = learningRate(config_.schedule, static_cast<double>(step_) / stepsPerEpoch_);
-  sgd_->step(model_->parameters(), model_->gradients(), static_cast<float>(lr));
+  exposedCommSeconds_ += rs.exposedSeconds;
+  if (!update.empty()) sgd_->step(model_->parameters(), update, static_cast<float>(learningRate()));
+  stepSeconds_ += now() - stepStart;
   lossSum_ += r.loss;
   ++lossSteps_;
   ++step_;
+}
+
+void Trainer::quiesce() const {
+  pipeline_->drain();
+  // A drained double-buffered reduction is counted now, so that a snapshot's counters hold it.
+  const ReduceStats rs = pipeline_->takeStats();
+  wireBytes_ += rs.wireBytes;
+  fp32Bytes_ += rs.fp32Bytes;
+  commSeconds_ += rs.seconds;
+  exposedCommSeconds_ += rs.exposedSeconds;
+}
+
+MPI_Comm Trainer::comm() const {
+  quiesce();
+  return comm_;
+}
+
+GradientReducer& Trainer::reducer() {
+  quiesce();
+  return *reducer_;
 }
 
 Evaluation Trainer::evaluate(std::size_t maxSamples) { return evaluateOn(test_, maxSamples); }
@@ -167,11 +227,13 @@ std::string Trainer::logWriteError(const char* what) const {
 }
 
 void Trainer::checkLog() {
+  quiesce();
   // Collective: a log rank 0 cannot write fails the job on every rank, not only rank 0.
   agreeOrThrow(comm_, logError_, "writing the log", ErrorCode::kIo);
 }
 
 Evaluation Trainer::evaluateOn(const Dataset& data, std::size_t maxSamples) {
+  quiesce();
   const std::size_t n = maxSamples > 0 ? std::min(maxSamples, data.count()) : data.count();
   const std::size_t begin = n * rank_ / size_, end = n * (rank_ + 1) / size_;
   std::vector<std::uint32_t> idx;
@@ -208,6 +270,7 @@ std::uint64_t Trainer::stateHash() const {
 }
 
 void Trainer::checkConsistency() {
+  quiesce();
   std::uint64_t local = stateHash(), lo = 0, hi = 0;
   MPI_Allreduce(&local, &lo, 1, MPI_UINT64_T, MPI_MIN, comm_);
   MPI_Allreduce(&local, &hi, 1, MPI_UINT64_T, MPI_MAX, comm_);
@@ -217,6 +280,7 @@ void Trainer::checkConsistency() {
 }
 
 TrainerSnapshot Trainer::snapshot() const {
+  quiesce();
   TrainerSnapshot s;
   s.step = step_;
   s.fingerprint = fingerprint();
@@ -229,12 +293,15 @@ TrainerSnapshot Trainer::snapshot() const {
   rng << rng_;
   s.rngState = rng.str();
   s.reducerState = reducer_->saveState();
+  s.pendingGradients = pipeline_->pending();
   s.controllerState = controllerState_;
   nlohmann::json c;
   c["wall_s"] = wallSeconds();
   c["bytes_sent"] = wireBytes_;
   c["bytes_fp32"] = fp32Bytes_;
   c["comm_s"] = commSeconds_;
+  c["exposed_comm_s"] = exposedCommSeconds_;
+  c["step_s"] = stepSeconds_;
   c["loss_sum"] = lossSum_;
   c["loss_steps"] = lossSteps_;
   c["log_bytes"] = logBytes_;
@@ -243,6 +310,7 @@ TrainerSnapshot Trainer::snapshot() const {
 }
 
 void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
+  quiesce();
   ADAPREC_CHECK(s.fingerprint == fingerprint(), ErrorCode::kMismatch,
                 "checkpoint is for a different run: it has '" << s.fingerprint << "', this run is '" << fingerprint()
                                                              << "'");
@@ -258,7 +326,14 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   std::istringstream rng(s.rngState);
   rng >> rng_;
   ADAPREC_CHECK(!rng.fail(), ErrorCode::kMalformedInput, "checkpoint RNG state is unreadable");
+  ADAPREC_CHECK(s.pendingGradients.empty() || pipeline_->mode() == ReductionMode::kDoubleBuffering,
+                ErrorCode::kMismatch,
+                "the state holds reduced gradients waiting for the next update (written with --reduction "
+                "double-buffering); continue it with --reduction double-buffering");
+  ADAPREC_CHECK(s.pendingGradients.empty() || s.pendingGradients.size() == s.parameters.size(),
+                ErrorCode::kMalformedInput, "checkpoint pending gradient count does not match the model");
   reducer_->loadState(s.reducerState);
+  pipeline_->setPending(s.pendingGradients);
   controllerState_ = s.controllerState;
   nlohmann::json c = nlohmann::json::parse(s.counters);
   step_ = s.step;
@@ -271,6 +346,8 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   wireBytes_ = c.at("bytes_sent").get<std::uint64_t>();
   fp32Bytes_ = c.at("bytes_fp32").get<std::uint64_t>();
   commSeconds_ = c.at("comm_s").get<double>();
+  exposedCommSeconds_ = c.value("exposed_comm_s", commSeconds_);  // older checkpoints: sequential
+  stepSeconds_ = c.value("step_s", 0.0);
   resumeLogBytes_ = c.contains("log_bytes") ? std::optional(c.at("log_bytes").get<std::uint64_t>()) : std::nullopt;
 }
 
@@ -349,6 +426,7 @@ void Trainer::saveCheckpoint() {
 }
 
 void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson) {
+  quiesce();
   double loss[2] = {lossSum_, static_cast<double>(lossSteps_)};
   MPI_Allreduce(MPI_IN_PLACE, loss, 2, MPI_DOUBLE, MPI_SUM, comm_);
   std::uint64_t bytes[2] = {wireBytes_, fp32Bytes_};
@@ -365,7 +443,7 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   j["test_loss"] = eval.loss;
   j["test_accuracy"] = eval.accuracy;
   j["test_images"] = eval.images;
-  j["lr"] = learningRate(config_.schedule, epoch());
+  j["lr"] = learningRate();
   nlohmann::json formats = nlohmann::json::object();
   const auto used = reducer_->layerFormats();
   for (std::size_t i = 0; i < model_->layerRanges().size() && i < used.size(); ++i) {
@@ -375,6 +453,9 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   j["bytes_sent"] = bytes[0];   // all ranks together
   j["bytes_fp32"] = bytes[1];
   j["comm_s"] = commSeconds_;   // rank 0's
+  j["exposed_comm_s"] = exposedCommSeconds_;  // the part of comm_s the training thread waited for
+  j["step_s"] = stepSeconds_;   // rank 0's time inside training steps (compute + exposed communication)
+  j["reduction"] = toString(pipeline_->mode());
   j.update(nlohmann::json::parse(extraJson));
   writeLogLine(j.dump());
 }

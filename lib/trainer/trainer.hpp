@@ -27,6 +27,7 @@
 #include "gradient_reducer.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
+#include "reduction_pipeline.hpp"
 #include "schedule.hpp"
 
 namespace adaprec::trainer {
@@ -50,6 +51,10 @@ struct TrainerConfig {
   bool progress = true;            // rank 0 progress line on stderr
   std::uint64_t maxSteps = 0;      // stop after this many steps in total (0: run all epochs)
   std::string formatLabel = "fp32";  // what the progress line shows as the format
+  // When the gradient reduction runs (reduction_pipeline.hpp): after the backward pass (sequential),
+  // bucket by bucket during it (overlap, bit-identical), or during the next step (double buffering).
+  // The latter two need MPI_THREAD_SERIALIZED.
+  ReductionMode reduction = ReductionMode::kSequential;
 };
 
 // Thrown by Trainer::step on a rank whose training loss became NaN or infinite. It is an outcome of the
@@ -121,12 +126,18 @@ class Trainer {
   std::uint64_t stepsPerEpoch() const { return stepsPerEpoch_; }
   std::uint64_t totalSteps() const;
   double epoch() const { return static_cast<double>(step_) / stepsPerEpoch_; }
+  // The rate update `step` is (or was) taken at: --lr-schedule or the epoch-based schedule. A function
+  // of the step alone, so a resumed run follows the same rates.
+  double learningRateAt(std::uint64_t step) const { return learningRateAtStep(config_.schedule, step, stepsPerEpoch_); }
+  double learningRate() const { return learningRateAt(step_); }  // the next update's
   double wallSeconds() const;
   int rank() const { return rank_; }
   int ranks() const { return size_; }
-  MPI_Comm comm() const { return comm_; }
+  // These two first wait for a reduction in flight (overlap, double buffering): the caller may use MPI
+  // or the reducer next, which only the communication thread may do while one is in flight.
+  MPI_Comm comm() const;
+  GradientReducer& reducer();
   Model& model() { return *model_; }
-  GradientReducer& reducer() { return *reducer_; }
   const TrainerConfig& config() const { return config_; }
   // Hash of this rank's parameters and momentum (FNV-1a 64 of the bytes).
   std::uint64_t stateHash() const;
@@ -134,6 +145,9 @@ class Trainer {
   std::vector<std::uint8_t>& controllerState() { return controllerState_; }
   void setFormatLabel(std::string label) { config_.formatLabel = std::move(label); }
   std::uint64_t wireBytes() const { return wireBytes_; }
+  // Seconds the reductions took and the part of them the training thread waited for (rank 0's in logs).
+  double commSeconds() const { return commSeconds_; }
+  double exposedCommSeconds() const { return exposedCommSeconds_; }
   std::uint64_t fp32Bytes() const { return fp32Bytes_; }
 
  private:
@@ -148,6 +162,9 @@ class Trainer {
   std::string logWriteError(const char* what) const;  // the message for a failed open/write, with errno's text
   void checkLog();                             // collective: throws Error(kIo) on every rank if a write failed
   void closeLog();                             // collective: closes (flushes) the log and checks it
+  // Waits for a reduction in flight and counts it (const: callers that only read the state wait too).
+  void quiesce() const;
+  void checkFinite(const StepResult& r) const;  // throws TrainingDiverged for a NaN/Inf loss
 
   TrainerConfig config_;
   MPI_Comm comm_;
@@ -156,6 +173,7 @@ class Trainer {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<ReductionPipeline> pipeline_;
   std::unique_ptr<MomentumSgd> sgd_;
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::mt19937_64 rng_;
@@ -169,8 +187,11 @@ class Trainer {
   std::vector<std::uint8_t> controllerState_;
   // Counters that travel in checkpoints.
   double wallBefore_ = 0;        // wall seconds of earlier runs (resume)
-  std::uint64_t wireBytes_ = 0, fp32Bytes_ = 0;
-  double commSeconds_ = 0;
+  // mutable: a drain (quiesce) in a const method counts the reduction it waited for.
+  mutable std::uint64_t wireBytes_ = 0, fp32Bytes_ = 0;
+  mutable double commSeconds_ = 0;
+  mutable double exposedCommSeconds_ = 0;
+  double stepSeconds_ = 0;  // wall time inside step(): its compute and the communication it waited for
   // Training loss since the last evaluation (this rank).
   double lossSum_ = 0;
   std::uint64_t lossSteps_ = 0;

@@ -117,6 +117,12 @@ def _buffer(x, name, writable):
             raise TypeError(f"{name} is a quantized tensor ({x.dtype}); AdaPrec reduces torch.float32")
         if x.dtype != torch.float32:
             raise TypeError(f"{name} has dtype {x.dtype}; AdaPrec reduces torch.float32")
+        if x.device.type == "cuda":
+            # UnsupportedError is a ValueError's sibling: an AdaPrecError the agreement round carries.
+            raise UnsupportedError(
+                f"{name} is a CUDA tensor ({x.device}); this adaprec build reduces host memory only: the "
+                f"CUDA tensor path needs a CUDA build of the Python module, which does not exist yet "
+                f"(docs/gpu.md, 'Status and next steps'); pass {name}.cpu(), or use DDP's nccl backend without the hook")
         if x.device.type != "cpu":
             raise ValueError(f"{name} is on {x.device}; the Python module takes CPU tensors")
         if not x.is_contiguous():

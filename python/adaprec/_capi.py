@@ -162,6 +162,8 @@ def controller_lib():
             "AdaPrec_ControllerReportPoint": (
                 ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_double, ctypes.c_double]),
             "AdaPrec_ControllerSetLearningRates": (ctypes.c_int, [c_ctrl, P(ctypes.c_double), ctypes.c_size_t]),
+            "AdaPrec_ControllerScheduleRates": (
+                ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_size_t, P(ctypes.c_double)]),
             "AdaPrec_ControllerDecide": (ctypes.c_int, [c_ctrl, P(Decision)]),
             "AdaPrec_ControllerDecisionRecord": (
                 ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_size_t, P(ctypes.c_size_t)]),

@@ -270,6 +270,24 @@ def hook(state, bucket):
 
 # ---- Adaptive precision: the AdaPrec precision controller driving a DDP training loop --------------
 
+def schedule_rates(spec, first, count):
+    """The learning-rate schedule `spec` relative to its peak at steps first .. first+count-1, parsed and
+    evaluated by the library (AdaPrec_ControllerScheduleRates: the forms of adaprec-train and
+    adaprec-predict --lr-schedule, constant, cosine:TOTAL, cosine:TOTAL:WARMUP, poly:TOTAL:POWER,
+    step:GAMMA:S1,S2,..., file:PATH). A malformed spec raises adaprec.InvalidArgumentError (one line)."""
+    import ctypes
+
+    from . import _capi
+
+    lib = _capi.controller_lib()
+    rates = (ctypes.c_double * max(int(count), 1))()
+    code = lib.AdaPrec_ControllerScheduleRates(str(spec).encode(), int(first), int(count), rates)
+    if code != _capi.OK:
+        message = lib.AdaPrec_ControllerLastError().decode(errors="replace")
+        raise adaprec._ERRORS.get(code, adaprec.AdaPrecError)(message, code)
+    return list(rates[:int(count)])
+
+
 class Controller:
     """The precision controller's decision (libadaprec_controller's C API, AdaPrec_Controller*): for
     each phase, report every candidate branch's points, then decide. No MPI inside: give every rank
@@ -398,25 +416,42 @@ class AdaptivePrecision:
     train_step(step): one optimizer step (forward, backward, optimizer.step(), scheduler.step()) on the
     batch of global step `step`: draw the batch from the step number, so that every branch of a phase
     sees the same batches. evaluate(): validation accuracy in [0, 1], the same number on every rank (a
-    fixed held-out set). learning_rate(step), optional: the schedule's rate at a step, carried to the
-    predictor. Decisions are taken on every rank from the same numbers and rank 0's is followed
+    fixed held-out set). lr_schedule, optional: the learning-rate schedule over the driver's steps,
+    passed to the controller at every phase (the rates from the phase's start to total_steps), whose
+    predictor then fits the schedule-aware learning-curve model when they are not constant: a spec
+    string in adaprec's forms (schedule_rates(), relative to the peak), a callable step -> rate, or
+    "scheduler" to read the rates from `scheduler` itself (stepped forward from its current state and
+    put back, see phase_learning_rates). learning_rate: the callable form's older name. Decisions are taken on every rank from the same numbers and rank 0's is followed
     (torch.distributed broadcast); records holds each decision's record (rank 0's log line).
     Residuals are dropped when a branch starts and at the decision, as in adaprec-train."""
 
     def __init__(self, model, optimizer, hook_state, train_step, evaluate, total_steps, scheduler=None,
                  candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
                  eval_points=2, continuation_steps=100, max_overhead=0.25, rule="gain",
-                 validation_images=0, steps_per_epoch=0, learning_rate=None):
+                 validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None):
         if eval_points < 1 or speculative_steps < eval_points:
             raise adaprec.InvalidArgumentError(
                 f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")
+        if learning_rate is not None and lr_schedule is not None:
+            raise adaprec.InvalidArgumentError("adaprec: give lr_schedule or learning_rate (its older name), not both")
+        lr_schedule = learning_rate if lr_schedule is None else lr_schedule
+        if isinstance(lr_schedule, str):
+            if lr_schedule == "scheduler":
+                if scheduler is None:
+                    raise adaprec.InvalidArgumentError('adaprec: lr_schedule="scheduler" needs scheduler=')
+            else:
+                schedule_rates(lr_schedule, 0, 0)  # a malformed spec fails here, not at the first phase
+        elif lr_schedule is not None and not callable(lr_schedule):
+            raise adaprec.InvalidArgumentError(
+                f"adaprec: lr_schedule must be a spec string, \"scheduler\" or a callable step -> rate, "
+                f"got {type(lr_schedule).__name__}")
+        self.lr_schedule = lr_schedule
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.hook_state = hook_state
         self.train_step = train_step
         self.evaluate = evaluate
-        self.learning_rate = learning_rate
         self.total_steps = int(total_steps)
         self.candidates = list(candidates)
         self.speculative_steps = int(speculative_steps)
@@ -471,9 +506,9 @@ class AdaptivePrecision:
             for p, (at, accuracy) in enumerate(points):
                 self.controller.report(candidate, at, accuracy, per_step if p > 0 else 0.0)
             ends.append(self.snapshot(step))
-        if self.learning_rate is not None:
-            horizon = self.total_steps - start
-            self.controller.set_learning_rates([self.learning_rate(start + s) for s in range(horizon + 1)])
+        rates = self.phase_learning_rates(start, self.total_steps - start + 1)
+        if rates is not None:
+            self.controller.set_learning_rates(rates)
         decision = self.controller.decide()
         choice, continuation = self._agree(decision["candidate"], decision["continuation_steps"])
         record = self.controller.record()
@@ -483,6 +518,42 @@ class AdaptivePrecision:
         self._apply(self.candidates[choice])
         self.next_phase = ends[choice].step + continuation
         return ends[choice].step
+
+    def phase_learning_rates(self, start, count):
+        """The rates of updates start .. start+count-1 under lr_schedule (None without one). With
+        "scheduler", call it where the scheduler has stepped `start` times (a phase's start): the rate
+        of update start is the optimizer's current one (param group 0), then the scheduler is stepped
+        count-1 times, reading each rate, and its state and the optimizer's param-group settings
+        (lr, momentum, ...) are put back (state_dict). A scheduler whose step() needs arguments
+        (ReduceLROnPlateau) cannot be read ahead: pass a spec or a callable instead."""
+        schedule = self.lr_schedule
+        if schedule is None:
+            return None
+        if callable(schedule):
+            return [float(schedule(start + s)) for s in range(count)]
+        if schedule != "scheduler":
+            return schedule_rates(schedule, start, count)
+        import copy
+        import warnings
+
+        saved = copy.deepcopy(self.scheduler.state_dict())
+        groups = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+        rates = [float(self.optimizer.param_groups[0]["lr"])]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()" at step 0
+                for _ in range(count - 1):
+                    self.scheduler.step()
+                    rates.append(float(self.optimizer.param_groups[0]["lr"]))
+        except TypeError as error:
+            raise adaprec.InvalidArgumentError(
+                f'adaprec: lr_schedule="scheduler" cannot step {type(self.scheduler).__name__} ahead ({error}); '
+                "pass a spec or a callable") from None
+        finally:
+            self.scheduler.load_state_dict(saved)
+            for group, settings in zip(self.optimizer.param_groups, groups):
+                group.update(settings)
+        return rates
 
     def _apply(self, candidate):
         """The hook sends every bucket in `candidate` from the next step on; residuals start from zero."""

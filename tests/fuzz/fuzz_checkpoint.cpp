@@ -57,6 +57,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_REQUIRE(e.code() == ErrorCode::kMalformedInput);
     return 0;
   }
-  FUZZ_REQUIRE(trainer::serializeSnapshot(snapshot) == file);
+  // This build writes its own version: an input of that version comes back byte for byte; an older
+  // one it reads (version 2) is written as the current version, which must read back the same.
+  const std::vector<std::uint8_t> again = trainer::serializeSnapshot(snapshot);
+  std::uint32_t version = 0;
+  std::memcpy(&version, file.data() + 8, 4);
+  if (version == adaprec::trainer::kCheckpointVersion) {
+    FUZZ_REQUIRE(again == file);
+  } else {
+    FUZZ_REQUIRE(trainer::serializeSnapshot(trainer::deserializeSnapshot(again, "fuzz output")) == again);
+  }
   return 0;
 }

@@ -99,6 +99,7 @@ void checkpointSeeds(const std::string& dir) {
   full.reducerState = {1, 2, 3};
   full.controllerState = {9};
   full.counters = R"({"seconds":1.5})";
+  full.pendingGradients = {0.5f, -0.25f, 0.0f, 1.0f};
   for (const auto& [name, snapshot] : {std::pair{"empty", empty}, std::pair{"full", full}}) {
     const std::vector<std::uint8_t> file = trainer::serializeSnapshot(snapshot);
     writeWithMode(dir + "/" + name + "-file", 0x01, file.data(), file.size());

@@ -162,3 +162,57 @@ TEST_CASE("lr schedule: a malformed file names its line") {
     CHECK(message.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("lr schedule: fromPoints is the file form on the same rows") {
+  const std::vector<double> steps = {0, 3, 10, 25, 40};
+  const std::vector<double> lrs = {0.02, 0.05, 0.05, 0.01, 0.0};
+  const std::string path = writeFile("step,lr\n0,0.02\n3,0.05\n10,0.05\n25,0.01\n40,0\n");
+  const ap::LrSchedule file = ap::LrSchedule::parse("file:" + path);
+  std::remove(path.c_str());
+  const ap::LrSchedule points = ap::LrSchedule::fromPoints(steps, lrs);
+  CHECK(points.spec() == "points:5");
+  CHECK(points.peak() == 0.05);
+  CHECK(file.peak() == 0.05);
+  CHECK(ap::LrSchedule::parse("cosine:100:10").peak() == 1.0);
+  CHECK_FALSE(points.neverAnneals());
+  for (double step = 0; step <= 50; step += 0.5) {
+    INFO("step " << step);
+    CHECK(points.lrAt(step) == file.lrAt(step));
+    const auto a = points.areas(step, ap::kAnnealingMomentum), b = file.areas(step, ap::kAnnealingMomentum);
+    CHECK(a[0] == b[0]);
+    CHECK(a[1] == b[1]);
+  }
+  CHECK(ap::LrSchedule::fromPoints({0, 1}, {0.1, 0.2}).neverAnneals());
+}
+
+TEST_CASE("lr schedule: fromPoints refuses malformed points with one line") {
+  struct Case {
+    std::vector<double> steps, lrs;
+    const char* says;
+  };
+  const double nan = std::nan("");
+  const Case cases[] = {
+      {{0, 1}, {0.1}, "2 steps but 1 rates"},
+      {{}, {}, "no points"},
+      {{0, 1, 1}, {0.1, 0.1, 0.1}, "point 2: steps must increase, got 1 then 1"},
+      {{-1}, {0.1}, "point 0: step must be >= 0"},
+      {{0, 1}, {0.1, -0.1}, "point 1: lr must be >= 0"},
+      {{0, 1}, {0.1, nan}, "point 1: step and lr must be finite"},
+      {{0, INFINITY}, {0.1, 0.1}, "point 1: step and lr must be finite"},
+      {{0, 1}, {0.0, 0.0}, "every lr is 0"},
+  };
+  for (const Case& c : cases) {
+    std::string message;
+    try {
+      ap::LrSchedule::fromPoints(c.steps, c.lrs);
+      FAIL("accepted " << c.says);
+    } catch (const adaprec::Error& e) {
+      CHECK(e.code() == adaprec::ErrorCode::kInvalidArgument);
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find(c.says) != std::string::npos);
+    CHECK(message.find("lr schedule 'points:") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}

@@ -6,12 +6,18 @@
 2. No leak between branches: branch A (table2+ef, 5 steps) from a snapshot, restore, branch B (fp8s+ef),
    restore, branch A again: A's end state is bit-identical both times (the model has dropout, so the
    torch RNG must be restored too; residuals and momentum carry over steps).
-3. A whole adaptive run (3 candidates, fixed phases): every rank takes the same decisions, ends with
-   bit-identical parameters, and the decision records have adaprec-train's fields.
+3. The learning-rate schedule the driver passes to the controller: a spec string (parsed by the
+   library), a callable, the older learning_rate= name and "scheduler" (read from the StepLR by stepping
+   it ahead) give the same rates, and reading the scheduler leaves it and the optimizer as they were;
+   malformed or conflicting arguments raise one-line errors.
+4. A whole adaptive run (3 candidates, fixed phases, lr_schedule="scheduler"): every rank takes the same
+   decisions, ends with bit-identical parameters, and the decision records have adaprec-train's fields
+   and say the predictor used the schedule ("lr_schedule": "points:N").
 """
 
 import faulthandler
 import hashlib
+import math
 import random
 import sys
 
@@ -21,6 +27,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from mpi4py import MPI
 
+import adaprec
 import adaprec.torch as adaprec_torch
 
 world = MPI.COMM_WORLD
@@ -138,13 +145,52 @@ def restore_checks():
     state.close()
 
 
+def schedule_checks():
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    for step in range(10):
+        train_step(step)
+
+    def driver(**kwargs):
+        return adaprec_torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate, total_steps=100,
+                                               scheduler=scheduler, candidates=["fp32", "fp16"], **kwargs)
+
+    def step_lr(s):  # StepLR(step_size=7, gamma=0.7) on lr 0.1
+        return 0.1 * 0.7 ** (s // 7)
+
+    expected = [step_lr(s) for s in range(10, 40)]
+    before = (scheduler.state_dict(), [dict((k, v) for k, v in g.items() if k != "params")
+                                       for g in optimizer.param_groups])
+    read = driver(lr_schedule="scheduler").phase_learning_rates(10, 30)
+    after = (scheduler.state_dict(), [dict((k, v) for k, v in g.items() if k != "params")
+                                      for g in optimizer.param_groups])
+    check(before == after, "reading the scheduler's rates changed the scheduler or the optimizer")
+    milestones = ",".join(str(7 * k) for k in range(1, 15))
+    spec = driver(lr_schedule=f"step:0.7:{milestones}").phase_learning_rates(10, 30)
+    called = driver(lr_schedule=step_lr).phase_learning_rates(10, 30)
+    older = driver(learning_rate=step_lr).phase_learning_rates(10, 30)
+    for name, rates in (("scheduler", read), ("spec x 0.1", [0.1 * r for r in spec]), ("callable", called),
+                        ("learning_rate", older)):
+        check(len(rates) == 30 and all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(rates, expected)),
+              f"lr_schedule {name}: rates {rates[:9]} ... != StepLR's {expected[:9]} ...")
+    check(driver().phase_learning_rates(10, 30) is None, "no schedule gave rates")
+    for kwargs, says in (({"lr_schedule": "cosine:0"}, "lr schedule 'cosine:0': TOTAL must be a number > 0"),
+                         ({"lr_schedule": "cosine:10", "learning_rate": step_lr}, "not both"),
+                         ({"lr_schedule": 0.1}, "must be a spec string")):
+        try:
+            driver(**kwargs)
+            check(False, f"{kwargs} was accepted")
+        except adaprec.InvalidArgumentError as error:
+            check(says in str(error) and "\n" not in str(error), f"{kwargs}: {error}")
+    state.close()
+
+
 def adaptive_run():
     model, state, optimizer, scheduler, train_step, evaluate = setup()
     driver = adaprec_torch.AdaptivePrecision(
         model, optimizer, state, train_step, evaluate, total_steps=60, scheduler=scheduler,
         candidates=["fp32", "fp16", "table2+ef"], speculative_steps=6, eval_points=2,
         continuation_steps=10, max_overhead=1, validation_images=256,
-        learning_rate=lambda s: 0.1 * 0.7 ** (s // 7))
+        lr_schedule="scheduler")
     regular = list(driver.steps())  # train_step runs inside steps() for the branches only
     for step in regular:
         train_step(step)
@@ -152,6 +198,9 @@ def adaptive_run():
     check(len(decisions) >= 3, f"only {len(decisions)} decisions in 60 steps")
     check(all(r["event"] == "decision" and len(r["candidates"]) == 3 and "predicted_mean" in r["candidates"][0]
               for r in driver.records), "decision records lack adaprec-train's fields")
+    schedules = [r.get("lr_schedule") for r in driver.records]
+    check(all(str(x).startswith("points:") for x in schedules),
+          f"the StepLR's rates did not reach the predictor: lr_schedule {schedules}")
     every = world.allgather(decisions)
     check(all(d == every[0] for d in every), f"ranks took different decisions: {every}")
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
@@ -168,6 +217,7 @@ def main():
     adaprec_torch.init_process_group()
     torch.set_num_threads(1)
     restore_checks()
+    schedule_checks()
     adaptive_run()
     all_failures = world.allgather(failures)
     flat = [f for fs in all_failures for f in fs]

@@ -122,6 +122,17 @@ def main():
         expect_error(own_or_peer(ValueError), "meta tensor on one rank",
                      lambda: adaprec.allreduce(torch.ones(1000, device="meta") if rank == bad
                                                else torch.ones(1000)))
+        # A CUDA tensor (a subclass that reports cuda:0: this torch is CPU-only) is refused saying why.
+        class FakeCuda(torch.Tensor):
+            @property
+            def device(self):
+                return torch.device("cuda", 0)
+
+        cuda = torch.Tensor._make_subclass(FakeCuda, torch.ones(1000))
+        message = expect_error(own_or_peer(adaprec.UnsupportedError), "CUDA tensor on one rank",
+                               lambda: adaprec.allreduce(cuda if rank == bad else torch.ones(1000)))
+        if rank == bad and message is not None:
+            check("CUDA" in message and ".cpu()" in message, f"CUDA tensor message: {message}")
         quantized = torch.quantize_per_tensor(torch.ones(1000), 0.1, 0, torch.qint8)
         expect_error(own_or_peer(TypeError), "quantized tensor on one rank",
                      lambda: adaprec.allreduce(quantized if rank == bad else torch.ones(1000)))

@@ -77,6 +77,11 @@ int main(void) {
   CHECK(strcmp(d.format, "fp16") == 0 && d.candidate == 1);
   CHECK(d.predictedMean > 0.2 && d.predictedMean < 1 && d.predictedSd > 0);
   CHECK(d.continuationSteps == 100 && d.predictedStep == 130);
+  /* Rates that decay: the schedule-aware model, on the rates as points (the record says so). */
+  char first[8192];
+  size_t firstSize = 0;
+  CHECK(AdaPrec_ControllerDecisionRecord(c, first, sizeof first, &firstSize) == ADAPREC_OK);
+  CHECK(strstr(first, "\"lr_schedule\":\"points:3\"") != NULL);
   report_phase(c, 130, 0.45);
   CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
   CHECK(strcmp(d.format, "fp16") == 0 && d.predictedStep == 130 + 130);
@@ -101,7 +106,22 @@ int main(void) {
   CHECK(strstr(record, "\"phase\":2") != NULL && strstr(record, "\"step\":130") != NULL);
   CHECK(strstr(record, "\"epoch\":1.3") != NULL);
   CHECK(strstr(record, "\"curve\":[[130,0.45]") != NULL);
+  CHECK(strstr(record, "\"lr_schedule\":\"none\"") != NULL); /* no rates given in this phase */
   free(record);
+
+  /* A schedule spec relative to its peak, by the predictor's parser (what the Python driver uses). */
+  double rates4[4] = {-1, -1, -1, -1};
+  CHECK(AdaPrec_ControllerScheduleRates("cosine:100", 49, 3, rates4) == ADAPREC_OK);
+  CHECK(fabs(rates4[1] - 0.5) < 1e-12 && rates4[0] > 0.5 && rates4[2] < 0.5 && rates4[3] == -1);
+  CHECK(AdaPrec_ControllerScheduleRates("step:0.5:2", 0, 4, rates4) == ADAPREC_OK);
+  CHECK(rates4[0] == 1 && rates4[1] == 1 && rates4[2] == 0.5 && rates4[3] == 0.5);
+  CHECK(AdaPrec_ControllerScheduleRates("constant", 0, 0, NULL) == ADAPREC_OK);
+  CHECK_ERROR(AdaPrec_ControllerScheduleRates("cosine:x", 0, 4, rates4), ADAPREC_ERR_INVALID_ARGUMENT,
+              "lr schedule 'cosine:x': TOTAL must be a number > 0");
+  CHECK_ERROR(AdaPrec_ControllerScheduleRates("cosine:100", 0, 4, NULL), ADAPREC_ERR_INVALID_ARGUMENT,
+              "rates must not be NULL");
+  CHECK_ERROR(AdaPrec_ControllerScheduleRates(NULL, 0, 0, NULL), ADAPREC_ERR_INVALID_ARGUMENT,
+              "spec must not be NULL");
 
   /* Errors: a code and a one-line message, never a crash or an exception. */
   uint64_t garbage[16] = {0};

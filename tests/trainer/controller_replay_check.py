@@ -4,7 +4,12 @@ AdaPrec_Controller* (ctypes, adaprec._capi) from the record's own curves and ste
 the logged choice, predicted mean, sd, score and continuation bit for bit, and a record with the same
 fields. Exits 77 (skipped) without the Fashion-MNIST data.
 
-Usage: controller_replay_check.py ADAPREC_TRAIN MPIRUN [MPIRUN ARGS...]
+With --lr-schedule SPEC the run trains under that schedule (adaprec-train --lr-schedule), every
+record must say the predictor used it ("lr_schedule": "points:N", N rates from the phase's start to
+the end of training), and the replay passes the same rates (the peak times
+AdaPrec_ControllerScheduleRates, the library's parser) through AdaPrec_ControllerSetLearningRates.
+
+Usage: controller_replay_check.py [--lr-schedule SPEC] ADAPREC_TRAIN MPIRUN [MPIRUN ARGS...]
 (PYTHONPATH=python/ and ADAPREC_LIBRARY=libadaprec.so, as meson sets them.)"""
 
 import ctypes
@@ -16,7 +21,11 @@ import tempfile
 
 from adaprec import _capi
 
-train, mpirun, *mpirun_args = sys.argv[1:]
+arguments = sys.argv[1:]
+schedule = None
+if arguments[:1] == ["--lr-schedule"]:
+    schedule, arguments = arguments[1], arguments[2:]
+train, mpirun, *mpirun_args = arguments
 if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
     print("SKIP: Fashion-MNIST (dataset-fashion-mnist) missing")
     sys.exit(77)
@@ -40,7 +49,8 @@ with tempfile.TemporaryDirectory() as scratch:
     subprocess.run([mpirun, *mpirun_args, "-np", "2", train, "--model", "mlp", "--format", "adaptive",
                     "--batch", "32", "--lr", "0.01", "--epochs", "1", "--train-limit", "6000",
                     "--eval-samples", "500", "--spec-steps", "10", "--spec-evals", "2", "--phase-steps", "20",
-                    "--max-overhead", "1", "--val-images", "500", "--seed", "7", "--log", log, "--no-progress"],
+                    "--max-overhead", "1", "--val-images", "500", "--seed", "7", "--log", log, "--no-progress"]
+                   + (["--lr-schedule", schedule] if schedule else []),
                    check=True, env=env)
     records = [json.loads(line) for line in open(log) if '"event":"decision"' in line]
 
@@ -60,6 +70,15 @@ for r in records:
     for c in r["candidates"]:
         for i, (step, accuracy) in enumerate(c["curve"]):
             ok(lib.AdaPrec_ControllerReportPoint(handle, c["name"].encode(), step, accuracy, c["step_s"] if i else 0.0))
+    if schedule:
+        # adaprec-train's rates: the peak (--lr 0.01 x global batch 64 / --lr-batch, 0: per-rank batch 32)
+        # times lr(step) / peak of the schedule, from the phase's start to the end of training.
+        check(r["lr_schedule"].startswith("points:"), f"step {r['step']}: lr_schedule {r['lr_schedule']}")
+        count = int(r["lr_schedule"].split(":")[1]) if r["lr_schedule"].startswith("points:") else 0
+        relative = (ctypes.c_double * max(count, 1))()
+        ok(lib.AdaPrec_ControllerScheduleRates(schedule.encode(), r["step"], count, relative))
+        rates = (ctypes.c_double * max(count, 1))(*[0.01 * 64 / 32 * x for x in relative[:count]])
+        ok(lib.AdaPrec_ControllerSetLearningRates(handle, rates, count))
     d = _capi.Decision()
     ok(lib.AdaPrec_ControllerDecide(handle, ctypes.byref(d)))
     size = ctypes.c_size_t()
@@ -72,6 +91,8 @@ for r in records:
     check(d.format.decode() == r["choice"], f"{at}: C API chose {d.format.decode()}, adaprec-train {r['choice']}")
     check(d.continuationSteps == r["continuation_steps"], f"{at}: continuation {d.continuationSteps}")
     check(set(replay) == set(r), f"{at}: record fields differ: {sorted(set(replay) ^ set(r))}")
+    check(replay.get("lr_schedule") == r.get("lr_schedule"),
+          f"{at}: lr_schedule {replay.get('lr_schedule')} != adaprec-train's {r.get('lr_schedule')}")
     for logged, again in zip(r["candidates"], replay["candidates"]):
         for field in ("curve", "step_s", "predicted_mean", "predicted_sd", "predicted_step", "gain", "score",
                       "p_beats_baseline"):

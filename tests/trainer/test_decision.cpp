@@ -2,7 +2,10 @@
 // candidates differing in speed and in where their curve saturates.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
+#include <numbers>
 
+#include "adaprec/predictor.hpp"
 #include "controller/decision.hpp"
 
 using namespace adaprec::controller;
@@ -99,4 +102,48 @@ TEST_CASE("malformed observations are rejected", "[trainer][controller]") {
   short_.horizonSteps = 30;
   CHECK_THROWS(decide({curve("fp32", 0.5, 0.3, 40, 0.02)}, short_));
   CHECK_THROWS(parseDecisionRule("greedy"));
+}
+
+TEST_CASE("the trainer's learning rates: an annealing schedule is the predictor's, a constant one changes nothing",
+          "[trainer][controller]") {
+  const std::vector<CandidateObservation> c = {curve("fp32", 0.5, 0.3, 40, 0.02), curve("fp16", 0.5, 0.28, 40, 0.01)};
+  const DecisionConfig plain = config(DecisionRule::kGainPerSecond);
+  const Decision without = decide(c, plain);
+  CHECK(without.lrSchedule == "none");
+
+  // A constant rate is no schedule: the same decision to the bit.
+  DecisionConfig constant = plain;
+  constant.learningRates.assign(121, 0.05);
+  const Decision same = decide(c, constant);
+  CHECK(same.lrSchedule == "none");
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    CHECK(same.verdicts[i].predictedMean == without.verdicts[i].predictedMean);
+    CHECK(same.verdicts[i].predictedSd == without.verdicts[i].predictedSd);
+  }
+
+  // A cosine decay over the phase (rates at phase-relative steps 0..120): the schedule-aware model.
+  DecisionConfig annealed = plain;
+  for (int s = 0; s <= 120; ++s) annealed.learningRates.push_back(0.05 * 0.5 * (1 + std::cos(std::numbers::pi * s / 150.0)));
+  const Decision with = decide(c, annealed);
+  CHECK(with.lrSchedule == "points:121");
+  // Exactly a direct fit of the predictor with that schedule.
+  std::vector<double> steps;
+  for (int s = 0; s <= 120; ++s) steps.push_back(s);
+  namespace ap = adaprec::predictor;
+  ap::ModelOptions model;
+  model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::fromPoints(steps, annealed.learningRates));
+  std::vector<ap::Curve> curves;
+  for (const CandidateObservation& o : c) curves.push_back({o.steps, o.accuracies, std::vector<double>(o.steps.size(), 2000)});
+  const ap::Posterior direct = ap::fitFast(curves, model);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const ap::Prediction p = direct.predict(i, 120);
+    INFO(c[i].name << ": with " << with.verdicts[i].predictedMean << " without " << without.verdicts[i].predictedMean);
+    CHECK(with.verdicts[i].predictedMean == p.mean);
+    CHECK(with.verdicts[i].predictedSd == p.sd);
+    CHECK(std::abs(with.verdicts[i].predictedMean - without.verdicts[i].predictedMean) > 1e-3);
+  }
+  // Malformed rates are refused.
+  DecisionConfig negative = plain;
+  negative.learningRates = {0.1, -0.1};
+  CHECK_THROWS_WITH(decide(c, negative), Catch::Contains("point 1: lr must be >= 0"));
 }

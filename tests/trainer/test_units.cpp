@@ -95,6 +95,38 @@ TEST_CASE("linear scaling rule, gradual warmup and decays", "[trainer][schedule]
   }
 }
 
+TEST_CASE("--lr-schedule: the predictor's schedule over steps times the scaled peak", "[trainer][schedule]") {
+  ScheduleConfig c;
+  c.baseLr = 0.1;
+  c.referenceBatch = 256;
+  c.globalBatch = 512;  // peak 0.2
+  c.lrSchedule = "poly:100:2";
+  c.check();
+  CHECK(learningRateAtStep(c, 0, 7) == Approx(0.2));
+  CHECK(learningRateAtStep(c, 50, 7) == Approx(0.2 * 0.25));
+  CHECK(learningRateAtStep(c, 200, 7) == 0.0);
+  c.lrSchedule = "step:0.5:30";
+  CHECK_THROWS_AS(learningRateAtStep(c, 0, 7), Error);  // not parsed by check() yet
+  c.check();
+  CHECK(learningRateAtStep(c, 29, 7) == Approx(0.2));
+  CHECK(learningRateAtStep(c, 30, 7) == Approx(0.1));
+  // Without it, the epoch-based schedule at step / stepsPerEpoch, exactly.
+  c.lrSchedule.clear();
+  c.kind = "cosine";
+  c.totalEpochs = 10;
+  c.check();
+  CHECK(learningRateAtStep(c, 35, 7) == learningRate(c, 35.0 / 7.0));
+  // Exclusive with the epoch-based decay and warmup; a malformed spec is the predictor's one-line error.
+  c.lrSchedule = "cosine:100";
+  CHECK(errorMessage([&] { c.check(); }).find("--lr-schedule replaces --schedule") != std::string::npos);
+  c.kind = "const";
+  c.warmupEpochs = 1;
+  CHECK(errorMessage([&] { c.check(); }).find("--lr-schedule replaces") != std::string::npos);
+  c.warmupEpochs = 0;
+  c.lrSchedule = "cosine:-1";
+  CHECK(errorMessage([&] { c.check(); }).find("lr schedule 'cosine:-1': TOTAL must be a number > 0") != std::string::npos);
+}
+
 TEST_CASE("momentum SGD with weight decay matches the closed form", "[trainer][sgd]") {
   MomentumSgd sgd(2, 0.5f, 0.1f);
   std::vector<float> w = {1.0f, -2.0f}, g = {0.5f, 0.25f};
@@ -156,7 +188,7 @@ TEST_CASE("checkpoints carry the run identity; version 1 files are refused", "[t
   std::uint32_t version = 0;
   std::memcpy(&version, bytes.data() + 8, 4);
   CHECK(version == kCheckpointVersion);
-  CHECK(kCheckpointVersion == 2);
+  CHECK(kCheckpointVersion == 3);
   const TrainerSnapshot back = deserializeSnapshot(bytes, "memory");
   CHECK(back.runId == s.runId);
   CHECK(back.rank == 3);
@@ -170,6 +202,39 @@ TEST_CASE("checkpoints carry the run identity; version 1 files are refused", "[t
   CHECK(msg.find("ckpt-old") != std::string::npos);
   CHECK(msg.find("version 1") != std::string::npos);
   CHECK(msg.find("without --resume") != std::string::npos);
+}
+
+TEST_CASE("checkpoints carry a double-buffered run's pending gradients; version 2 files read with none",
+          "[trainer][checkpoint]") {
+  TrainerSnapshot s;
+  s.step = 5;
+  s.counters = "{}";
+  s.pendingGradients = {1.5f, -2.0f, 0.25f};
+  const TrainerSnapshot back = deserializeSnapshot(serializeSnapshot(s), "memory");
+  CHECK(back.pendingGradients == s.pendingGradients);
+  // A version 2 file: the same payload without the last section (an empty "pending": u32 name length,
+  // the name, u64 length), the header's payload size and the CRC redone.
+  s.pendingGradients.clear();
+  const std::vector<std::uint8_t> v3 = serializeSnapshot(s);
+  const std::size_t pendingSection = 4 + 7 + 8;
+  const std::size_t header = 8 + 4 + 8;
+  std::vector<std::uint8_t> payload(v3.begin() + header, v3.end() - 4 - pendingSection);
+  std::vector<std::uint8_t> v2(v3.begin(), v3.begin() + header);
+  const std::uint32_t two = 2;
+  std::memcpy(v2.data() + 8, &two, 4);
+  const std::uint64_t size = payload.size();
+  std::memcpy(v2.data() + 12, &size, 8);
+  v2.insert(v2.end(), payload.begin(), payload.end());
+  const auto crc = static_cast<std::uint32_t>(crc32(crc32(0L, Z_NULL, 0), payload.data(), static_cast<uInt>(size)));
+  const auto* c = reinterpret_cast<const std::uint8_t*>(&crc);
+  v2.insert(v2.end(), c, c + 4);
+  const TrainerSnapshot old = deserializeSnapshot(v2, "v2");
+  CHECK(old.step == 5);
+  CHECK(old.pendingGradients.empty());
+  // The v3 bytes labelled version 2 have a section too many.
+  std::vector<std::uint8_t> mislabelled = v3;
+  std::memcpy(mislabelled.data() + 8, &two, 4);
+  CHECK(errorMessage([&] { deserializeSnapshot(mislabelled, "x"); }).find("trailing") != std::string::npos);
 }
 
 // Found by tests/fuzz (fuzz_checkpoint under UBSan): an empty float section (parameters, velocity)

@@ -53,15 +53,33 @@ TEST_CASE("on a slow link auto compresses, within the budget", "[cost_model]") {
   CHECK(chooseAlgorithm(synthetic(4, 1, 125e6, 0.2e-9), Format::kFp32, count, 2).algorithm == Algorithm::kNative);
 }
 
+TEST_CASE("below its smallest probe the native curve falls to the latency", "[cost_model]") {
+  Calibration c = synthetic(4, 1, 125e6, 0.2e-9);
+  c.native = {{1048576.0, 10e-3}, {4194304.0, 40e-3}};
+  const double latency = 2 * 2 * c.inter.alphaSeconds;  // 2 ceil(log2 4) alphas
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 1) == Approx(latency).epsilon(0.01));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 131072) == Approx((latency + 10e-3) / 2));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 262144) == Approx(10e-3));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 524288) == Approx(20e-3));
+  // A smallest probe faster than the latency estimate (a fast MPI): never above the probe.
+  c.native.front().second = 50e-6;
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 1) <= 50e-6);
+}
+
 TEST_CASE("on a fast link with a slow codec auto stays native", "[cost_model]") {
   const Calibration c = synthetic(4, 1, 100e9, 5e-9);
   for (Format format : {Format::kFp32, Format::kBf16, Format::kFp8, Format::kTable4})
     CHECK(chooseAlgorithm(c, format, std::size_t{4} << 20, 2).algorithm == Algorithm::kNative);
 }
 
-TEST_CASE("on one node the model picks the compressed algorithm, never native", "[cost_model]") {
+TEST_CASE("on one node above native's largest probe the model picks the compressed algorithm", "[cost_model]") {
   const Calibration c = synthetic(1, 4, 0, 5e-9);  // a slow codec: native would win between nodes
-  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{16} << 20, 2).algorithm == Algorithm::kTwoShot);
+  // The native curve is probed up to 4 MiB here: 16 MiB is beyond it, compressed whatever the curve says.
+  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{4} << 20, 2).algorithm == Algorithm::kTwoShot);
+  // Within the probed sizes native's measured time counts, as between nodes.
+  CHECK(chooseAlgorithm(c, Format::kFp8, std::size_t{1} << 20, 2).algorithm == Algorithm::kNative);
+  const Calibration fastCodec = synthetic(1, 4, 0, 0.01e-9, 3);  // native 3x slower than a ring
+  CHECK(chooseAlgorithm(fastCodec, Format::kFp8, std::size_t{1} << 20, 2).algorithm == Algorithm::kTwoShot);
 }
 
 TEST_CASE("no lossy choice exceeds the error budget", "[cost_model]") {

@@ -29,7 +29,10 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Serialized: --reduction overlap / double-buffering reduce on a communication thread, which is the
+  // only thread inside MPI while a reduction is in flight (lib/trainer/reduction_pipeline.hpp).
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -1,0 +1,46 @@
+/* AdaPrec C API for NCCL programs: a drop-in for ncclAllReduce with the same signature. Available in
+ * a build with CUDA and NCCL (meson options cuda, nccl); opt-in header because it includes nccl.h.
+ *
+ * ncclFloat32 + ncclSum of at least ADAPREC_MIN_BYTES bytes goes through the compressed allreduce with
+ * the format of ADAPREC_FORMAT and the algorithm of ADAPREC_ALGO (default fp32 + auto: passed
+ * through, the very same ncclAllReduce); every other call goes to ncclAllReduce unchanged. Every rank
+ * must call it in the same order with the same arguments, as for ncclAllReduce; the first compressed
+ * call on a communicator is collective and creates AdaPrec's state for it: two-rank communicators split
+ * from `comm` (ncclCommSplit) per direction of each pair, and their streams.
+ *
+ * What the compressed path does today: the engine reduces host memory, so the call copies sendbuff to
+ * pinned host memory on `stream` (cudaMemcpyAsync, then cudaStreamSynchronize), runs the allreduce,
+ * whose messages travel through NCCL staged in device scratch buffers, and copies the result back to
+ * recvbuff on `stream`, synchronizing before it returns: the call blocks the host until the result is
+ * in recvbuff (ncclAllReduce only enqueues). Correct, not fast; device buffers straight through the
+ * algorithms replace the staging once the engine takes them.
+ *
+ * NCCL does not say which ranks share a node, so `hierarchical` (and auto's view of the topology) sees
+ * one node unless ADAPREC_RANKS_PER_NODE is set.
+ *
+ * Returns ncclSuccess or an ncclResult_t error; a one-line message goes to stderr. An invalid ADAPREC_*
+ * value gives ncclInvalidArgument on every call. No C++ exception crosses this API. */
+#ifndef ADAPREC_ADAPREC_NCCL_H
+#define ADAPREC_ADAPREC_NCCL_H
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                  cudaStream_t stream);
+
+/* Frees AdaPrec's state for `comm` (its split communicators, streams and staging buffers). Call it on
+ * every rank before ncclCommDestroy(comm) if adaprecNcclAllReduce used the communicator. */
+ncclResult_t adaprecNcclCommFree(ncclComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ADAPREC_ADAPREC_NCCL_H */

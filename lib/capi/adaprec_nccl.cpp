@@ -1,0 +1,212 @@
+// adaprecNcclAllReduce (include/adaprec/adaprec_nccl.h): ncclAllReduce's signature over the NCCL
+// transport. Compiled only in a build with NCCL. Float sums at or above ADAPREC_MIN_BYTES go through a
+// Communicator kept per ncclComm_t; everything else is ncclAllReduce itself. The device-buffer part is
+// staging through pinned host memory (the engine reduces host memory today); nothing here runs without
+// a GPU — tests/gpu/test_nccl_real.cpp checks it where one exists.
+#include "adaprec/adaprec_nccl.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "adaprec/communicator.hpp"
+#include "adaprec/error.hpp"
+#include "communicator/signature_hash.hpp"
+#include "transport/nccl_transport.hpp"
+
+namespace {
+
+using adaprec::Communicator;
+using adaprec::EnvironmentConfig;
+
+// Pinned host memory, grown on demand.
+struct PinnedBuffer {
+  float* data = nullptr;
+  std::size_t count = 0;
+  ~PinnedBuffer() {
+    if (data != nullptr) cudaFreeHost(data);
+  }
+  bool reserve(std::size_t n) {
+    if (n <= count) return true;
+    if (data != nullptr) cudaFreeHost(data);
+    data = nullptr;
+    count = 0;
+    if (cudaMallocHost(reinterpret_cast<void**>(&data), n * sizeof(float)) != cudaSuccess) return false;
+    count = n;
+    return true;
+  }
+};
+
+struct CommState {
+  bool agreed = false;
+  std::shared_ptr<adaprec::detail::NcclTransport> transport;
+  std::unique_ptr<Communicator> communicator;
+  PinnedBuffer send;
+  PinnedBuffer recv;
+};
+
+std::mutex& statesMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<ncclComm_t, std::unique_ptr<CommState>>& states() {
+  static std::map<ncclComm_t, std::unique_ptr<CommState>> s;
+  return s;
+}
+
+CommState& stateFor(ncclComm_t comm) {
+  std::lock_guard lock(statesMutex());
+  std::unique_ptr<CommState>& state = states()[comm];
+  if (!state) state = std::make_unique<CommState>();
+  return *state;
+}
+
+// One line to stderr: "adaprec: ...".
+void report(const std::string& message) {
+  std::fprintf(stderr, "adaprec: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+// The environment, read once; nullptr (after one line on stderr) when a value is invalid.
+const EnvironmentConfig* config() {
+  static std::once_flag once;
+  static std::unique_ptr<EnvironmentConfig> parsed;
+  std::call_once(once, [] {
+    try {
+      parsed = std::make_unique<EnvironmentConfig>(EnvironmentConfig::fromEnvironment());
+    } catch (const adaprec::Error& e) {
+      std::string message = e.what();
+      const std::size_t cut = message.find(" [");
+      if (cut != std::string::npos) message.resize(cut);
+      report(message);
+    }
+  });
+  return parsed.get();
+}
+
+#define ADAPREC_CUDA_OR_RETURN(call)                                                            \
+  do {                                                                                         \
+    const cudaError_t adaprec_err_ = (call);                                                   \
+    if (adaprec_err_ != cudaSuccess) {                                                         \
+      report(std::string("adaprecNcclAllReduce: ") + #call + ": " + cudaGetErrorString(adaprec_err_)); \
+      return ncclUnhandledCudaError;                                                           \
+    }                                                                                          \
+  } while (0)
+
+// Every rank must take the same branch (pass-through or AdaPrec) for the same call, so before the
+// first float sum on a communicator the ranks compare their ADAPREC_* settings: one ncclAllReduce
+// (max) of the settings' hash and its complement.
+ncclResult_t agreeSettings(ncclComm_t comm, cudaStream_t stream, CommState& state,
+                           const EnvironmentConfig& cfg) {
+  if (state.agreed) return ncclSuccess;
+  const std::string settings = cfg.agreedSettings();
+  const std::uint64_t signature = adaprec::detail::hashSignatureText(settings);
+  std::uint64_t values[2] = {signature, ~signature};
+  std::uint64_t* device = nullptr;
+  ADAPREC_CUDA_OR_RETURN(cudaMalloc(reinterpret_cast<void**>(&device), sizeof values));
+  ncclResult_t rc = ncclSuccess;
+  if (cudaMemcpyAsync(device, values, sizeof values, cudaMemcpyHostToDevice, stream) != cudaSuccess) {
+    rc = ncclUnhandledCudaError;
+  } else {
+    rc = ncclAllReduce(device, device, 2, ncclUint64, ncclMax, comm, stream);
+  }
+  if (rc == ncclSuccess &&
+      (cudaMemcpyAsync(values, device, sizeof values, cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+       cudaStreamSynchronize(stream) != cudaSuccess))
+    rc = ncclUnhandledCudaError;
+  cudaFree(device);
+  if (rc != ncclSuccess) return rc;
+  if (values[0] != signature || values[1] != ~signature) {
+    report("ranks disagree on the ADAPREC_* settings (this rank: " + settings +
+           "); set the same values on every rank");
+    return ncclInvalidArgument;
+  }
+  state.agreed = true;
+  return ncclSuccess;
+}
+
+ncclResult_t resultFor(adaprec::ErrorCode code) {
+  switch (code) {
+    case adaprec::ErrorCode::kInvalidArgument:
+    case adaprec::ErrorCode::kMismatch: return ncclInvalidArgument;
+    case adaprec::ErrorCode::kCuda: return ncclUnhandledCudaError;
+    case adaprec::ErrorCode::kTransport: return ncclSystemError;
+    default: return ncclInternalError;
+  }
+}
+
+}  // namespace
+
+extern "C" ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                             cudaStream_t stream) {
+  const EnvironmentConfig* cfg = config();
+  if (cfg == nullptr) return ncclInvalidArgument;
+  if (datatype != ncclFloat32 || op != ncclSum || comm == nullptr || count == 0)
+    return ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  CommState& state = stateFor(comm);
+  if (const ncclResult_t rc = agreeSettings(comm, stream, state, *cfg); rc != ncclSuccess) return rc;
+  // Default fp32 + auto means "behave exactly like NCCL": the very same ncclAllReduce call.
+  const bool plainFp32 = cfg->format.selection == adaprec::Selection::kFixed &&
+                         cfg->format.format == adaprec::Format::kFp32 &&
+                         cfg->algorithm == adaprec::Algorithm::kAuto;
+  if (count * sizeof(float) < cfg->minBytes || plainFp32)
+    return ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+
+  try {
+    if (!state.communicator) {
+      adaprec::detail::NcclTransportOptions options;
+      options.ownsComm = false;           // the caller's communicator
+      options.stageThroughDevice = true;  // the engine's messages are host memory
+      state.transport = std::make_shared<adaprec::detail::NcclTransport>(
+          adaprec::detail::makeRealNcclApi(), reinterpret_cast<adaprec::detail::NcclComm>(comm),
+          reinterpret_cast<adaprec::detail::NcclStream>(stream),
+          options);
+      state.communicator = std::make_unique<Communicator>(state.transport, cfg->communicator);
+    }
+    state.transport->setStream(reinterpret_cast<adaprec::detail::NcclStream>(stream));
+    if (!state.send.reserve(count) || !state.recv.reserve(count)) {
+      report("adaprecNcclAllReduce: cudaMallocHost of " + std::to_string(count * sizeof(float)) +
+             " bytes failed");
+      return ncclSystemError;
+    }
+    const std::size_t bytes = count * sizeof(float);
+    ADAPREC_CUDA_OR_RETURN(cudaMemcpyAsync(state.send.data, sendbuff, bytes, cudaMemcpyDefault, stream));
+    ADAPREC_CUDA_OR_RETURN(cudaStreamSynchronize(stream));
+    adaprec::AllreduceOptions options;
+    options.format = cfg->format;
+    options.algorithm = cfg->algorithm;
+    if (options.format.errorFeedback)
+      options.key = std::to_string(reinterpret_cast<std::uintptr_t>(recvbuff)) + ":" + std::to_string(count);
+    state.communicator->allreduce(state.send.data, state.recv.data, count, options);
+    ADAPREC_CUDA_OR_RETURN(cudaMemcpyAsync(recvbuff, state.recv.data, bytes, cudaMemcpyDefault, stream));
+    ADAPREC_CUDA_OR_RETURN(cudaStreamSynchronize(stream));
+    return ncclSuccess;
+  } catch (const adaprec::Error& e) {
+    report(std::string("adaprecNcclAllReduce failed: ") + e.what());
+    return resultFor(e.code());
+  } catch (const std::exception& e) {
+    report(std::string("adaprecNcclAllReduce failed: ") + e.what());
+    return ncclInternalError;
+  }
+}
+
+extern "C" ncclResult_t adaprecNcclCommFree(ncclComm_t comm) {
+  std::unique_ptr<CommState> state;
+  {
+    std::lock_guard lock(statesMutex());
+    auto it = states().find(comm);
+    if (it == states().end()) return ncclSuccess;
+    state = std::move(it->second);
+    states().erase(it);
+  }
+  try {
+    state.reset();  // communicator, transport (its channels), pinned buffers
+  } catch (...) {
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,175 @@
+// ReductionPipeline and CommThread with a fake reducer (no MPI): which calls run on which thread and
+// when, what double buffering hands back, that every reduction is counted once, and that a failing
+// reduction reaches the training thread. Also built under ThreadSanitizer (tools/test --tsan), where
+// it checks that the training thread and the communication thread share no unsynchronized memory.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "trainer/comm_thread.hpp"
+#include "trainer/reduction_pipeline.hpp"
+
+using namespace adaprec;
+using namespace adaprec::trainer;
+
+namespace {
+
+// "Reduces" a bucket by doubling it and adding 1 (so that a bucket reduced twice, or not at all,
+// shows); one bucket per layer. Records the calls and the thread that made them.
+class FakeReducer final : public GradientReducer {
+ public:
+  std::string name() const override { return "fake"; }
+  std::vector<Bucket> buckets(const std::vector<LayerRange>& layers) const override {
+    std::vector<Bucket> out;
+    for (std::size_t i = 0; i < layers.size(); ++i) out.push_back({i, i + 1});
+    return out;
+  }
+  ReduceStats reduceBucket(std::span<float> grads, const std::vector<LayerRange>& layers, Bucket b) override {
+    if (failAt == static_cast<int>(b.first)) throw std::runtime_error("peer gone");
+    const LayerRange& r = layers[b.first];
+    for (std::int64_t i = r.offset; i < r.offset + r.count; ++i) grads[static_cast<std::size_t>(i)] = 2 * grads[static_cast<std::size_t>(i)] + 1;
+    std::lock_guard lock(mutex);
+    calls.push_back(b.first);
+    threads.push_back(std::this_thread::get_id());
+    ReduceStats s;
+    s.wireBytes = static_cast<std::uint64_t>(r.count);
+    s.fp32Bytes = 4 * static_cast<std::uint64_t>(r.count);
+    s.seconds = 0.001;
+    return s;
+  }
+  std::vector<std::string> layerFormats() const override { return {}; }
+  void setFormats(const std::vector<FormatSpec>&) override {}
+  std::vector<FormatSpec> formats() const override { return {}; }
+
+  std::mutex mutex;
+  std::vector<std::size_t> calls;
+  std::vector<std::thread::id> threads;
+  int failAt = -1;
+};
+
+const std::vector<LayerRange> kLayers = {{"a", 0, 3}, {"b", 3, 2}, {"c", 5, 4}};
+
+std::vector<float> ramp(float start) {
+  std::vector<float> v(9);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+std::vector<float> reducedRamp(float start) {
+  std::vector<float> v = ramp(start);
+  for (float& x : v) x = 2 * x + 1;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("comm thread: jobs run in order on one other thread; wait rethrows the first failure once", "[pipeline]") {
+  CommThread thread;
+  std::vector<int> order;
+  std::atomic<bool> otherThread{true};
+  const auto main = std::this_thread::get_id();
+  for (int i = 0; i < 100; ++i)
+    thread.post([&, i] {
+      order.push_back(i);
+      if (std::this_thread::get_id() == main) otherThread = false;
+    });
+  thread.wait();
+  CHECK(thread.idle());
+  CHECK(otherThread);
+  REQUIRE(order.size() == 100);
+  for (int i = 0; i < 100; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+  bool ranAfterFailure = false;
+  thread.post([] { throw std::runtime_error("first"); });
+  thread.post([&] { ranAfterFailure = true; });
+  CHECK_THROWS_WITH(thread.wait(), "first");
+  CHECK_FALSE(ranAfterFailure);
+  CHECK_NOTHROW(thread.wait());
+}
+
+TEST_CASE("overlap posts each bucket when backward has finished it, on the communication thread", "[pipeline]") {
+  FakeReducer reducer;
+  ReductionPipeline pipeline(reducer, ReductionMode::kOverlap);
+  std::vector<float> grads = ramp(1);
+  pipeline.begin(grads, kLayers);
+  // Backward finishes layer c (offset 5): only bucket c may be posted, and it may run now.
+  pipeline.gradientsFinalFrom(5);
+  pipeline.drain();
+  {
+    std::lock_guard lock(reducer.mutex);
+    REQUIRE(reducer.calls == std::vector<std::size_t>{2});
+  }
+  pipeline.gradientsFinalFrom(3);
+  pipeline.gradientsFinalFrom(0);
+  const ReduceStats s = pipeline.finish();
+  CHECK(reducer.calls == std::vector<std::size_t>{2, 1, 0});  // backward order
+  for (const auto& id : reducer.threads) CHECK(id != std::this_thread::get_id());
+  CHECK(grads == reducedRamp(1));
+  CHECK(s.wireBytes == 9);
+  CHECK(s.fp32Bytes == 36);
+  CHECK(s.seconds == Approx(0.003));
+  CHECK(s.exposedSeconds >= 0);
+  // finish() posts what backward never announced; sequential gives the same gradients.
+  std::vector<float> again = ramp(1);
+  pipeline.begin(again, kLayers);
+  pipeline.finish();
+  CHECK(again == grads);
+  FakeReducer reference;
+  ReductionPipeline sequential(reference, ReductionMode::kSequential);
+  std::vector<float> sequentialGrads = ramp(1);
+  sequential.begin(sequentialGrads, kLayers);
+  sequential.gradientsFinalFrom(0);
+  CHECK(reference.calls.empty());  // sequential reduces in finish(), on the training thread
+  const ReduceStats t = sequential.finish();
+  CHECK(sequentialGrads == grads);
+  CHECK(reference.calls == std::vector<std::size_t>{0, 1, 2});
+  CHECK(reference.threads.front() == std::this_thread::get_id());
+  CHECK(t.exposedSeconds == t.seconds);
+}
+
+TEST_CASE("double buffering hands back the previous step's reduced gradients, each counted once", "[pipeline]") {
+  FakeReducer reducer;
+  ReductionPipeline pipeline(reducer, ReductionMode::kDoubleBuffering);
+  const std::vector<float> g0 = ramp(0), g1 = ramp(10), g2 = ramp(20);
+  CHECK(pipeline.exchange(g0, kLayers).empty());  // step 0: nothing to apply
+  CHECK(pipeline.takeStats().wireBytes == 0);     // g0's reduction is in flight, not counted yet
+  const std::span<const float> r0 = pipeline.exchange(g1, kLayers);
+  CHECK(std::vector<float>(r0.begin(), r0.end()) == reducedRamp(0));
+  CHECK(pipeline.takeStats().wireBytes == 9);  // g0's
+  // A snapshot: drain counts g1's reduction, pending() holds it; a later exchange does not count it again.
+  const std::vector<float> pending = pipeline.pending();
+  CHECK(pending == reducedRamp(10));
+  CHECK(pipeline.takeStats().wireBytes == 9);
+  const std::span<const float> r1 = pipeline.exchange(g2, kLayers);
+  CHECK(std::vector<float>(r1.begin(), r1.end()) == reducedRamp(10));
+  CHECK(pipeline.takeStats().wireBytes == 0);
+  // Restoring the snapshot into a fresh pipeline (resume): the next exchange applies it, uncounted.
+  FakeReducer other;
+  ReductionPipeline resumed(other, ReductionMode::kDoubleBuffering);
+  resumed.setPending(pending);
+  const std::span<const float> r2 = resumed.exchange(g2, kLayers);
+  CHECK(std::vector<float>(r2.begin(), r2.end()) == reducedRamp(10));
+  CHECK(resumed.takeStats().wireBytes == 0);
+  CHECK(resumed.pending() == reducedRamp(20));
+  resumed.setPending({});
+  CHECK(resumed.exchange(g0, kLayers).empty());
+  pipeline.drain();
+}
+
+TEST_CASE("a failed reduction reaches the training thread", "[pipeline]") {
+  FakeReducer reducer;
+  reducer.failAt = 1;
+  ReductionPipeline pipeline(reducer, ReductionMode::kOverlap);
+  std::vector<float> grads = ramp(1);
+  pipeline.begin(grads, kLayers);
+  pipeline.gradientsFinalFrom(3);
+  CHECK_THROWS_WITH(pipeline.finish(), "peer gone");
+  FakeReducer failing;
+  failing.failAt = 0;
+  ReductionPipeline doubled(failing, ReductionMode::kDoubleBuffering);
+  doubled.exchange(grads, kLayers);
+  CHECK_THROWS_WITH(doubled.exchange(grads, kLayers), "peer gone");
+}
