@@ -30,6 +30,10 @@
 
 namespace adaprec {
 
+namespace detail {
+class DeviceCodec;  // lib/algorithm/device_codec.hpp
+}
+
 // Allreduce algorithms; names follow Open MPI's coll/base where one exists. docs/algorithms.md gives
 // each one's steps, bytes per rank and number of quantizations per value.
 enum class Algorithm : std::uint8_t {
@@ -227,6 +231,11 @@ class Communicator {
   // resolved algorithm match (otherwise it starts from zero, as after any change of count).
   std::optional<ErrorFeedbackState> errorFeedback(std::string_view key) const;
   void setErrorFeedback(std::string_view key, ErrorFeedbackState state);
+  // The buffers allreduce gets from now on live on this device, and the codec runs there (docs/gpu.md,
+  // "The device seam"); only encoded bytes are staged through host memory. Null (the default): host
+  // memory. Each allreduce synchronizes the device before it returns. Not collective; the
+  // communicator shares the device and is its only user during an allreduce (one device per rank).
+  void setDevice(std::shared_ptr<detail::DeviceCodec> device);
   // Sum of the stats of every allreduce so far.
   const AllreduceStats& totals() const;
 

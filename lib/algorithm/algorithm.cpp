@@ -2,6 +2,7 @@
 // quantizations per value (declared in error_model.hpp) and its per-rank work for the cost model
 // (declared in cost_model.hpp).
 #include "algorithm/algorithm.hpp"
+#include "algorithm/device_codec.hpp"
 
 #include <array>
 #include <cmath>
@@ -73,10 +74,49 @@ Algorithm parseAlgorithm(std::string_view name) {
 namespace detail {
 
 float* Residuals::slot(std::size_t index, std::size_t count) {
-  if (slots_.size() <= index) slots_.resize(index + 1);
-  std::vector<float>& s = slots_[index];
-  if (s.size() != count) s.assign(count, 0.0f);
-  return s.data();
+  if (device_ == nullptr) {
+    if (slots_.size() <= index) slots_.resize(index + 1);
+    std::vector<float>& s = slots_[index];
+    if (s.size() != count) s.assign(count, 0.0f);
+    return s.data();
+  }
+  if (deviceSlots_.size() <= index) deviceSlots_.resize(index + 1);
+  DeviceSlot& d = deviceSlots_[index];
+  if (!d.data || d.count != count) {
+    DeviceCodec* device = device_;
+    d.data = std::shared_ptr<float>(static_cast<float*>(device->allocate(count * sizeof(float))),
+                                    [device](float* p) { device->release(p); });
+    d.count = count;
+    // Loaded or moved state of this count goes up; anything else starts from zero.
+    if (index < slots_.size() && slots_[index].size() == count) {
+      device->copyToDevice(d.data.get(), slots_[index].data(), count * sizeof(float));
+      device->synchronize();  // slots_ may change once this returns
+    } else {
+      device->fillZero(d.data.get(), count * sizeof(float));
+    }
+  }
+  return d.data.get();
+}
+
+const std::vector<std::vector<float>>& Residuals::slots() const {
+  if (device_ != nullptr && !deviceSlots_.empty()) {
+    if (slots_.size() < deviceSlots_.size()) slots_.resize(deviceSlots_.size());
+    for (std::size_t i = 0; i < deviceSlots_.size(); ++i) {
+      if (!deviceSlots_[i].data) continue;
+      slots_[i].resize(deviceSlots_[i].count);
+      device_->copyToHost(slots_[i].data(), deviceSlots_[i].data.get(), deviceSlots_[i].count * sizeof(float));
+    }
+    device_->synchronize();
+  }
+  return slots_;
+}
+
+void Residuals::useDevice(DeviceCodec* device) {
+  if (device != nullptr && device->hostMemory()) device = nullptr;
+  if (device == device_) return;
+  slots();  // the state, in host memory
+  deviceSlots_.clear();
+  device_ = device;
 }
 
 std::span<std::byte> Workspace::bytes(std::size_t slot, std::size_t size) {

@@ -17,6 +17,7 @@
 
 namespace adaprec::detail {
 
+class DeviceCodec;
 class Timeline;
 
 // Error-feedback state of one tensor key on one rank. Slot s holds one float per element position:
@@ -25,15 +26,31 @@ class Timeline;
 class Residuals {
  public:
   // Zero-filled on first use; `count` must stay the same for a key (the Communicator resets it).
+  // Memory of the device set by useDevice (host memory by default).
   float* slot(std::size_t index, std::size_t count);
-  void clear() { slots_.clear(); }
+  void clear() {
+    slots_.clear();
+    deviceSlots_.clear();
+  }
   // Every slot as stored (a slot never used by the algorithm is empty): for saving and loading the
-  // state (Communicator::saveErrorFeedback / loadErrorFeedback).
-  const std::vector<std::vector<float>>& slots() const { return slots_; }
-  void setSlots(std::vector<std::vector<float>> slots) { slots_ = std::move(slots); }
+  // state (Communicator::saveErrorFeedback / loadErrorFeedback). Device slots are copied down first.
+  const std::vector<std::vector<float>>& slots() const;
+  void setSlots(std::vector<std::vector<float>> slots) {
+    slots_ = std::move(slots);
+    deviceSlots_.clear();  // uploaded again on next use
+  }
+  // Where slot() keeps the residuals from now on: a device whose memory is not the host's (null or a
+  // host one: host memory). The state moves along.
+  void useDevice(DeviceCodec* device);
 
  private:
-  std::vector<std::vector<float>> slots_;
+  mutable std::vector<std::vector<float>> slots_;  // host memory (or the device slots' last copy)
+  DeviceCodec* device_ = nullptr;
+  struct DeviceSlot {
+    std::shared_ptr<float> data;  // released on device_ when the last copy goes
+    std::size_t count = 0;
+  };
+  std::vector<DeviceSlot> deviceSlots_;
 };
 
 // Node layout, created once per Communicator (collectively) for the hierarchical algorithm.
@@ -77,6 +94,8 @@ struct AlgorithmContext {
   // Largest message ring and twoshot send (0: one per segment); kInterNodeMessageBytes when the
   // communicator spans several nodes.
   std::size_t messageBytes = 0;
+  // Where buf lives and the codec runs (device_codec.hpp); null: host memory, the host codec.
+  DeviceCodec* device = nullptr;
 };
 
 // Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs

@@ -14,6 +14,8 @@
 // Pipelined in blocks of kSegmentsPerBlock segments: step 1 is posted whole up front, and block b goes
 // through step 2 while the intra-node copies of later blocks and step 3 of earlier ones proceed.
 // The inner algorithm leaves its N ranks bit-identical and step 3 copies bits, so all ranks agree.
+// A buffer on a device (ctx.device): the fp32 messages of steps 1 and 3 go from and to a host copy of
+// the buffer; step 1's sums and step 2 run on the device (one synchronization per added segment).
 // Bytes sent per rank (local rank l < L, s = count/L): fp32 (L-1) * s * 4 inside the node in step 1
 // and (localSize-1) * s * 4 in step 3 (a rank >= L: L * s * 4 in step 1, nothing in step 3), plus the inner algorithm's bytes for s elements among N ranks (twoshot:
 // 2 (N-1)/N * encodedBytes(s)) between nodes. Quantizations per value: those of the inner algorithm
@@ -26,6 +28,7 @@
 #include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
+#include "algorithm/device_codec.hpp"
 #include "algorithm/layout.hpp"
 #include "algorithm/steps.hpp"
 
@@ -63,7 +66,20 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   // Intra-node traffic is plain fp32 and has no error feedback.
   AlgorithmContext intraCtx{intra, ctx.format, nullptr, ctx.stats, ctx.segmentCount, ctx.workspace};
   intraCtx.timeline = ctx.timeline;  // messageBytes 0: shared memory takes large messages best
+  intraCtx.device = ctx.device;
   Steps steps(intraCtx);
+  // What the fp32 messages read and write: buf itself, or on a device its host copy.
+  const bool staged = steps.staged();
+  DeviceCodec& device = steps.device();
+  std::vector<float> staging;
+  float* wire = buf;
+  if (staged) {
+    staging.resize(count);
+    device.copyToHost(staging.data(), buf, count * sizeof(float));
+    device.synchronize();
+    wire = staging.data();
+  }
+  DeviceScratch incomingOnDevice(device);
   const std::size_t mine = owner ? shares.chunkCount(local) : 0;
   const std::size_t mineSegments = owner ? shares.segments(local) : 0;
   const bool lossless = isLossless(ctx.format);
@@ -86,7 +102,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       const int o = owner ? (local + d) % lanes : d - 1;
       const auto [first, last] = blockSegments(o, b);
       for (std::size_t k = first; k < last; ++k)
-        reduceSends[b].push_back(steps.sendFloats(o, buf + shares.segmentOffset(o, k),
+        reduceSends[b].push_back(steps.sendFloats(o, wire + shares.segmentOffset(o, k),
                                                   shares.segmentCount(o, k), kTagIntraReduce));
     }
   }
@@ -103,7 +119,12 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
         if (q == local) continue;
         steps.waitRecv(*reduceRecvs[q][k], n * sizeof(float));
         const float* in = incoming.data() + slot(q) + k * ctx.segmentCount;
-        if (lossless) {
+        if (staged) {
+          auto* onDevice = static_cast<float*>(incomingOnDevice.get(n * sizeof(float)));
+          device.copyToDevice(onDevice, in, n * sizeof(float));
+          device.add(acc, onDevice, n, !lossless);
+          device.synchronize();  // onDevice is reused for the next peer
+        } else if (lossless) {
           for (std::size_t i = 0; i < n; ++i) acc[i] += in[i];
         } else {
           for (std::size_t i = 0; i < n; ++i) acc[i] = saturatingAdd(acc[i], in[i]);
@@ -117,7 +138,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       if (o == local) continue;
       const auto [from, to] = blockSegments(o, b);
       for (std::size_t k = from; k < to; ++k)
-        gatherRecvs.push_back(steps.recv(o, buf + shares.segmentOffset(o, k),
+        gatherRecvs.push_back(steps.recv(o, wire + shares.segmentOffset(o, k),
                                          shares.segmentCount(o, k) * sizeof(float), kTagIntraBcast));
     }
     if (first == last) continue;
@@ -133,12 +154,17 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       peerCtx.messageBytes = ctx.messageBytes;
       peerCtx.residualOffset = offset;
       peerCtx.residualTotal = count;
+      peerCtx.device = ctx.device;
       runAlgorithmUnconfirmed(ctx.innerAlgorithm, peerCtx, buf + offset, n);
     }
     // 3. Block b of my share to every other rank of the node.
+    if (staged) {
+      device.copyToHost(wire + offset, buf + offset, n * sizeof(float));
+      device.synchronize();
+    }
     for (std::size_t k = first; k < last; ++k)
       for (int d = 1; d < localSize; ++d)
-        gatherSends.push_back(steps.sendFloats((local + d) % localSize, buf + shares.segmentOffset(local, k),
+        gatherSends.push_back(steps.sendFloats((local + d) % localSize, wire + shares.segmentOffset(local, k),
                                                shares.segmentCount(local, k), kTagIntraBcast));
   }
   std::size_t g = 0;
@@ -149,6 +175,14 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       for (std::size_t k = from; k < to; ++k)
         steps.waitRecv(*gatherRecvs[g++], shares.segmentCount(o, k) * sizeof(float));
     }
+  }
+  if (staged) {  // the other shares, received into the host copy, go up
+    for (int o = 0; o < lanes && localSize > 1; ++o) {
+      if (o == local) continue;
+      const std::size_t at = shares.chunkOffset(o);
+      device.copyToDevice(buf + at, wire + at, shares.chunkCount(o) * sizeof(float));
+    }
+    device.synchronize();
   }
   steps.waitAll(gatherSends);
 }

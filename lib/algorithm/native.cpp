@@ -4,10 +4,12 @@
 // Bytes: whatever the transport's algorithm sends; stats report the bandwidth-optimal
 // 2 (p-1)/p * elementBytes * count. Quantizations per value (16-bit): up to p (one per addition the
 // transport performs, plus the initial rounding); fp32: none beyond fp32 summation rounding.
+// A buffer on a device is staged through host memory (copy down, the transport's allreduce, copy up).
 #include <vector>
 
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
+#include "algorithm/device_codec.hpp"
 #include "codec/half_sum.hpp"
 
 namespace adaprec::detail {
@@ -25,15 +27,30 @@ void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const std::size_t moved = 2 * static_cast<std::size_t>(p - 1) * count / static_cast<std::size_t>(p);
   ctx.stats.wireBytes += moved * elementBytes;
   ctx.stats.fp32Bytes += moved * sizeof(float);
-  if (ctx.format == Format::kFp32) {
-    ctx.transport.nativeAllreduce(buf, count, NativeType::kFp32);
-    return;
+  // On a device: copied down, reduced by the transport from host memory, copied up (a CUDA-aware
+  // MPI or NCCL would take the device buffer itself).
+  DeviceCodec* device = ctx.device != nullptr && !ctx.device->hostMemory() ? ctx.device : nullptr;
+  std::vector<float> staging;
+  float* host = buf;
+  if (device != nullptr) {
+    staging.resize(count);
+    device->copyToHost(staging.data(), buf, count * sizeof(float));
+    device->synchronize();
+    host = staging.data();
   }
-  std::vector<std::uint16_t> half(count);
-  roundToHalf(ctx.format, buf, half.data(), count);
-  ctx.transport.nativeAllreduce(half.data(), count,
-                                ctx.format == Format::kBf16 ? NativeType::kBf16 : NativeType::kFp16);
-  widenHalf(ctx.format, half.data(), buf, count);
+  if (ctx.format == Format::kFp32) {
+    ctx.transport.nativeAllreduce(host, count, NativeType::kFp32);
+  } else {
+    std::vector<std::uint16_t> half(count);
+    roundToHalf(ctx.format, host, half.data(), count);
+    ctx.transport.nativeAllreduce(half.data(), count,
+                                  ctx.format == Format::kBf16 ? NativeType::kBf16 : NativeType::kFp16);
+    widenHalf(ctx.format, half.data(), host, count);
+  }
+  if (device != nullptr) {
+    device->copyToDevice(buf, host, count * sizeof(float));
+    device->synchronize();
+  }
 }
 
 }  // namespace adaprec::detail

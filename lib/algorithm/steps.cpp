@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "adaprec/codec.hpp"
-#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/timeline.hpp"
@@ -24,45 +23,83 @@ void account(AlgorithmContext& ctx, double& seconds, Kind kind, std::uint64_t st
 
 }  // namespace
 
-void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t bytes,
-                   std::size_t slot, std::size_t position, std::size_t total) {
-  const std::uint64_t start = fastClockTicks();
+void Steps::encodeTo(const float* src, std::size_t n, std::byte* chunk, std::size_t bytes, std::size_t slot,
+                     std::size_t position, std::size_t total) {
   // A lossless format has no quantization error, so its residual stays zero and is skipped.
   if (ctx_.residuals == nullptr || isLossless(ctx_.format)) {
-    adaprec::encode(ctx_.format, src, n, dst, bytes);
-    account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
+    codec_.encode(ctx_.format, src, n, chunk, bytes);
     return;
   }
   const std::size_t residualTotal = ctx_.residualTotal != 0 ? ctx_.residualTotal : total;
   float* residual = ctx_.residuals->slot(slot, residualTotal) + ctx_.residualOffset + position;
-  withResidual_.resize(n);
-  decoded_.resize(n);
-  // Saturating, as decodeAdd: a finite value near FLT_MAX plus its residual stays finite.
-  for (std::size_t i = 0; i < n; ++i) withResidual_[i] = saturatingAdd(src[i], residual[i]);
-  adaprec::encode(ctx_.format, withResidual_.data(), n, dst, bytes);
-  adaprec::decode(ctx_.format, dst, bytes, decoded_.data(), n);
-  for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual_[i] - decoded_[i];
+  codec_.encodeWithResidual(ctx_.format, src, residual, n, chunk, bytes);
+}
+
+void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t bytes,
+                   std::size_t slot, std::size_t position, std::size_t total) {
+  const std::uint64_t start = fastClockTicks();
+  if (!staged()) {
+    encodeTo(src, n, dst, bytes, slot, position, total);
+  } else {
+    auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
+    encodeTo(src, n, chunk, bytes, slot, position, total);
+    codec_.copyToHost(dst, chunk, bytes);
+    codec_.synchronize();  // dst is sent next
+  }
   account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
 }
 
 void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::size_t bytes,
                               std::size_t slot, std::size_t position, std::size_t total) {
+  if (staged()) {
+    // Decoded from the device chunk, before it is copied down: one synchronization for both.
+    const std::uint64_t start = fastClockTicks();
+    auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
+    encodeTo(data, n, chunk, bytes, slot, position, total);
+    if (!isLossless(ctx_.format)) codec_.decode(ctx_.format, chunk, bytes, data, n);
+    codec_.copyToHost(dst, chunk, bytes);
+    codec_.synchronize();
+    account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
+    return;
+  }
   encode(data, n, dst, bytes, slot, position, total);
   if (isLossless(ctx_.format)) return;  // decode(encode(x)) == x
   const std::uint64_t start = fastClockTicks();
-  adaprec::decode(ctx_.format, dst, bytes, data, n);
+  codec_.decode(ctx_.format, dst, bytes, data, n);
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
+}
+
+std::byte* Steps::upload(const std::byte* src, std::size_t bytes, std::size_t n) {
+  // The device kernels trust their input: the header is checked here, on the host copy, as the host
+  // codec checks it (ranks that disagree on format or count get kMismatch, not garbage).
+  const ChunkInfo info = inspectChunk(src, bytes);
+  ADAPREC_CHECK(info.format == ctx_.format && info.count == n, ErrorCode::kMismatch,
+                "chunk holds " << info.count << " " << formatName(info.format) << " elements but " << n << " "
+                               << formatName(ctx_.format) << " were expected (do all ranks agree?)");
+  auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
+  codec_.copyToDevice(chunk, src, bytes);
+  return chunk;
 }
 
 void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::size_t n) {
   const std::uint64_t start = fastClockTicks();
-  adaprec::decode(ctx_.format, src, bytes, dst, n);
+  if (!staged()) {
+    codec_.decode(ctx_.format, src, bytes, dst, n);
+  } else {
+    codec_.decode(ctx_.format, upload(src, bytes, n), bytes, dst, n);
+    codec_.synchronize();  // src (a receive buffer) may be reused once this returns
+  }
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
 
 void Steps::decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::size_t n) {
   const std::uint64_t start = fastClockTicks();
-  adaprec::decodeAdd(ctx_.format, src, bytes, acc, n);
+  if (!staged()) {
+    codec_.decodeAdd(ctx_.format, src, bytes, acc, n);
+  } else {
+    codec_.decodeAdd(ctx_.format, upload(src, bytes, n), bytes, acc, n);
+    codec_.synchronize();
+  }
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecodeAdd, start);
 }
 

@@ -1,18 +1,26 @@
 // The timed building blocks every compressed algorithm is made of: encode (with error feedback),
 // decode, decodeAdd, send, receive and wait. They fill AllreduceStats so the split between codec time
 // and transfer time is measured the same way for every algorithm.
+// The float buffers live where ctx.device says (device_codec.hpp); encoded bytes always live in host
+// memory (the workspace's staging buffers the transport sends and receives). On a device, encode runs
+// there into a device chunk that is copied to the host staging buffer, and decode copies the received
+// bytes up and decodes there; each step synchronizes the stream before it returns (correctness first:
+// docs/gpu.md says where copies could overlap transfers instead). Device time is counted where the
+// stream is synchronized: encodeKeepDecoded's decode counts as encode time there.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
+#include "algorithm/device_codec.hpp"
 
 namespace adaprec::detail {
 
 class Steps {
  public:
-  explicit Steps(AlgorithmContext& ctx) : ctx_(ctx) {}
+  // The codec runs on ctx.device (the host codec when null).
+  explicit Steps(AlgorithmContext& ctx) : ctx_(ctx), codec_(ctx.device != nullptr ? *ctx.device : host_) {}
 
   // Encodes src[0..n) into dst (exactly `bytes` = encodedBytes(format, n)). With error feedback the
   // residual of slot `slot` at element positions [position, position + n) of a `total`-element tensor
@@ -48,11 +56,22 @@ class Steps {
   void waitAll(std::vector<RequestPtr>& requests);
 
   Format format() const { return ctx_.format; }
+  // The device the float buffers live on; staged(): not host memory, so floats that travel must be
+  // copied to and from host memory (hierarchical's fp32 messages, native).
+  DeviceCodec& device() { return codec_; }
+  bool staged() const { return !codec_.hostMemory(); }
 
  private:
   AlgorithmContext& ctx_;
-  std::vector<float> withResidual_;
-  std::vector<float> decoded_;
+  HostDeviceCodec host_;  // declared before codec_, which may refer to it
+  DeviceCodec& codec_;
+  DeviceScratch chunk_{codec_};  // staged: the device copy of the chunk being encoded or decoded
+
+  // encode() into `chunk` (host or device memory, as the floats), without timing.
+  void encodeTo(const float* src, std::size_t n, std::byte* chunk, std::size_t bytes, std::size_t slot,
+                std::size_t position, std::size_t total);
+  // staged: uploads a received chunk (after checking its header names this format and count).
+  std::byte* upload(const std::byte* src, std::size_t bytes, std::size_t n);
 };
 
 }  // namespace adaprec::detail

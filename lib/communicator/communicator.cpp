@@ -18,6 +18,7 @@
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
 #include "algorithm/auto_selector.hpp"
+#include "algorithm/device_codec.hpp"
 #include "codec/host_kernels.hpp"
 #include "communicator/fast_clock.hpp"
 #include "communicator/signature_hash.hpp"
@@ -84,6 +85,9 @@ struct Communicator::Impl {
   };
 
   std::shared_ptr<Transport> transport;
+  // Where allreduce's buffers live (setDevice); null: host memory. Declared before the state that
+  // holds its memory (feedback's residuals), so it outlives it.
+  std::shared_ptr<detail::DeviceCodec> device;
   int nodes = 1;
   int maxRanksPerNode = 1;
   int minRanksPerNode = 1;
@@ -208,6 +212,10 @@ Communicator::~Communicator() {
 }
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+
+void Communicator::setDevice(std::shared_ptr<detail::DeviceCodec> device) {
+  impl_->device = std::move(device);  // residuals move to it on their next use
+}
 
 int Communicator::rank() const { return impl_->transport->rank(); }
 int Communicator::size() const { return impl_->transport->size(); }
@@ -389,11 +397,17 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
                           options.average, options.format.errorFeedback);
 
+  detail::DeviceCodec* device = impl_->device && !impl_->device->hostMemory() ? impl_->device.get() : nullptr;
   auto finish = [&](AllreduceStats& stats) {
     if (options.average && size() > 1) {
       const float ranks = static_cast<float>(size());
-      for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
+      if (device != nullptr) {
+        device->divide(recv, count, ranks);
+      } else {
+        for (std::size_t i = 0; i < count; ++i) recv[i] /= ranks;
+      }
     }
+    if (device != nullptr) device->synchronize();  // the result is in recv when allreduce returns
     const std::uint64_t end = detail::fastClockTicks();
     stats.totalSeconds = detail::fastClockSeconds(start, end);
     impl_->totals += stats;
@@ -403,7 +417,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   stats.algorithm = algorithm;
   stats.format = format;
   stats.count = count;
-  if (algorithm == Algorithm::kNative && format == Format::kFp32) {
+  if (algorithm == Algorithm::kNative && format == Format::kFp32 && device == nullptr) {
     // The baseline path: one MPI_Allreduce with the caller's buffers, nothing else.
     impl_->transport->nativeAllreduceOutOfPlace(send, recv, count, NativeType::kFp32);
     const int p = size();
@@ -412,7 +426,13 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     finish(stats);
     return stats;
   }
-  if (send != recv && count != 0) std::memmove(recv, send, count * sizeof(float));
+  if (send != recv && count != 0) {
+    if (device != nullptr) {
+      device->copyOnDevice(recv, send, count * sizeof(float));
+    } else {
+      std::memmove(recv, send, count * sizeof(float));
+    }
+  }
   detail::Residuals* residuals = nullptr;
   if (feedback) {
     auto it = impl_->feedback.find(options.key);
@@ -423,11 +443,13 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
       state.count = count;
       state.algorithm = algorithm;
     }
+    state.residuals.useDevice(device);
     residuals = &state.residuals;
   }
   detail::AlgorithmContext ctx{*impl_->transport, format, residuals, stats, impl_->segmentCount,
                                impl_->workspace};
   ctx.timeline = impl_->timeline.get();
+  ctx.device = device;
   if (impl_->nodes > 1) ctx.messageBytes = detail::kInterNodeMessageBytes;
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
@@ -449,6 +471,17 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
   const AllreduceStats savedTotals = impl_->totals;
   std::map<std::size_t, LayerChoice> measured;
   std::vector<float> scratch;
+  // With buffers on a device the candidates are timed on device memory: scratch is copied up.
+  detail::DeviceCodec* device = impl_->device && !impl_->device->hostMemory() ? impl_->device.get() : nullptr;
+  std::optional<detail::DeviceScratch> deviceScratch;
+  if (device != nullptr) deviceScratch.emplace(*device);
+  auto onDevice = [&]() -> float* {
+    if (device == nullptr) return scratch.data();
+    auto* d = static_cast<float*>(deviceScratch->get(scratch.size() * sizeof(float)));
+    device->copyToDevice(d, scratch.data(), scratch.size() * sizeof(float));
+    device->synchronize();
+    return d;
+  };
   for (std::size_t count : layerCounts) {
     if (measured.count(count) != 0) continue;
     LayerChoice choice;
@@ -469,12 +502,12 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
       };
       for (int w = 0; w < options.warmup; ++w) {
         fill();
-        allreduce(scratch.data(), count, opt);
+        allreduce(onDevice(), count, opt);
       }
       std::vector<std::uint64_t> nanos(static_cast<std::size_t>(options.repetitions));
       for (int rep = 0; rep < options.repetitions; ++rep) {
         fill();
-        const AllreduceStats s = allreduce(scratch.data(), count, opt);
+        const AllreduceStats s = allreduce(onDevice(), count, opt);
         nanos[static_cast<std::size_t>(rep)] = static_cast<std::uint64_t>(s.totalSeconds * 1e9);
       }
       // Every rank must decide the same: use the slowest rank's time of each repetition.

@@ -1,0 +1,275 @@
+// The engine sweep with device buffers (lib/algorithm/device_codec.hpp) through the CPU stand-in of a
+// device (cpu_device.hpp: kernels/ functors, deferred stream, one device per rank-thread): every
+// algorithm, auto and hierarchical included, x every format x ranks 1..8 and 16 x counts (0, 1, odd,
+// 1000, 65539), in and out of place. Each run must be exact where lossless, within the documented
+// bound where lossy, bit-identical on every rank, AND bit-identical to the host path for the same
+// inputs (same algorithm and wire format). Error feedback (+ef, repeated calls, averaging) must give
+// the host path's results and residuals bit for bit. Ranks are grouped two per emulated node.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "cpu_device.hpp"
+#include "device_run.hpp"
+#include "engine_check.hpp"
+
+using namespace adaprec;
+using namespace adaprec::test;
+
+namespace {
+
+constexpr int kRanksPerNode = 2;
+
+// Each rank on its own stand-in (serial launcher, or threaded with this many threads per block).
+DeviceRunOptions onStandIn(unsigned threadsPerBlock = 0) {
+  DeviceRunOptions run;
+  run.makeDevice = [threadsPerBlock] { return std::make_shared<CpuStandInDevice>(threadsPerBlock); };
+  run.flush = [](detail::DeviceCodec& device) { static_cast<CpuStandInDevice&>(device).drain(); };
+  return run;
+}
+
+// Checks a device run like the host sweep does and against the host run of the same (algorithm,
+// wire format). Returns false for the one documented refusal (native with a format it cannot carry).
+bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count, bool outOfPlace,
+                    unsigned threadsPerBlock = 0) {
+  const bool integers = isLossless(format);
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < p; ++r) inputs.push_back(makeInput(r, count, integers));
+  AllreduceOptions opt;
+  opt.format.format = format;
+  opt.algorithm = algorithm;
+  INFO("algorithm " << algorithmName(algorithm) << " format " << formatName(format) << " ranks " << p << " count "
+                    << count << " outOfPlace " << outOfPlace << " threads/block " << threadsPerBlock << " seed "
+                    << kSeed);
+  DeviceRunOptions run = onStandIn(threadsPerBlock);
+  run.outOfPlace = outOfPlace;
+  const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), run);
+  if (got.anyError()) {
+    const bool expected = algorithm == Algorithm::kNative && format != Format::kFp32 && format != Format::kBf16 &&
+                          format != Format::kFp16;
+    REQUIRE(expected);
+    REQUIRE(got.allErrors(ErrorCode::kUnsupported));
+    return false;
+  }
+  const Algorithm ran = got.stats[0].algorithm;
+  const Format wire = got.stats[0].format;
+  if (algorithm != Algorithm::kAuto) REQUIRE(ran == algorithm);
+  const int nodes = (p + kRanksPerNode - 1) / kRanksPerNode;
+  const int q = detail::quantizationsPerValue(ran, wire, p, nodes);
+  const std::string failure = checkResults(inputs, got.outputs, wire, q, integers && isLossless(wire), false);
+  INFO("ran " << algorithmName(ran) << " wire " << formatName(wire) << ": " << failure);
+  REQUIRE(failure.empty());
+  // The host path with what the device run resolved to (auto's choice may depend on timing).
+  AllreduceOptions hostOpt = opt;
+  hostOpt.algorithm = ran;
+  hostOpt.format.format = wire;
+  const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, hostOpt), run);
+  REQUIRE_FALSE(host.anyError());
+  const std::string differs = firstDifference(got, host);
+  INFO("device vs host: " << differs);
+  REQUIRE(differs.empty());
+  REQUIRE(got.stats[0].wireBytes == host.stats[0].wireBytes);
+  return true;
+}
+
+void sweep(Algorithm algorithm) {
+  const int rankCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 16};
+  int cases = 0;
+  for (Format format : allFormats()) {
+    for (int p : rankCounts) {
+      const std::size_t counts[] = {0, 1, 7, 1000, 65539};
+      for (std::size_t count : counts) {
+        const bool outOfPlace = (count + static_cast<std::size_t>(p)) % 2 == 1;
+        if (checkDeviceRun(algorithm, format, p, count, outOfPlace)) ++cases;
+      }
+    }
+  }
+  CHECK(cases > 0);
+}
+
+}  // namespace
+
+TEST_CASE("device sweep ring", "[device_sweep][ring]") { sweep(Algorithm::kRing); }
+TEST_CASE("device sweep twoshot", "[device_sweep][twoshot]") { sweep(Algorithm::kTwoShot); }
+TEST_CASE("device sweep rabenseifner", "[device_sweep][rabenseifner]") { sweep(Algorithm::kRabenseifner); }
+TEST_CASE("device sweep recursive_doubling", "[device_sweep][recursive_doubling]") {
+  sweep(Algorithm::kRecursiveDoubling);
+}
+TEST_CASE("device sweep native", "[device_sweep][native]") { sweep(Algorithm::kNative); }
+TEST_CASE("device sweep hierarchical", "[device_sweep][hierarchical]") { sweep(Algorithm::kHierarchical); }
+TEST_CASE("device sweep auto", "[device_sweep][auto]") { sweep(Algorithm::kAuto); }
+
+TEST_CASE("device runs with the threaded launcher match the host path", "[device][threaded]") {
+  for (Format format : allFormats())
+    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot})
+      checkDeviceRun(algorithm, format, 3, 1000, algorithm == Algorithm::kRing, 4);
+}
+
+TEST_CASE("device error feedback matches the host path, residuals included", "[device][ef]") {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
+                              Algorithm::kRecursiveDoubling, Algorithm::kHierarchical}) {
+    for (const char* spec : {"table1+ef", "table4+ef", "fp8s+ef", "bf16+ef"}) {
+      for (int p : {3, 4, 6}) {
+        const std::size_t count = 4097;
+        INFO(algorithmName(algorithm) << " " << spec << " ranks " << p);
+        std::vector<std::vector<float>> inputs;
+        std::vector<std::vector<float>> later;
+        for (int r = 0; r < p; ++r) {
+          inputs.push_back(makeInput(r, count, false));
+          later.push_back(makeInput(r, count, false, kSeed + 5));
+        }
+        AllreduceOptions opt;
+        opt.format = parseFormatSpec(spec);
+        opt.algorithm = algorithm;
+        opt.average = true;
+        opt.key = "grad";
+        DeviceRunOptions run = onStandIn();
+        run.repetitions = 3;
+        run.laterInputs = &later;
+        run.outOfPlace = p == 4;
+        const std::vector<AllreduceOptions> options(p, opt);
+        const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
+        const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, options, run);
+        REQUIRE_FALSE(got.anyError());
+        REQUIRE_FALSE(host.anyError());
+        const std::string differs = firstDifference(got, host);
+        INFO("device vs host: " << differs);
+        REQUIRE(differs.empty());
+        for (int r = 0; r < p; ++r) {
+          INFO("rank " << r);
+          REQUIRE(got.feedbackState[r] == host.feedbackState[r]);
+        }
+        REQUIRE(got.feedbackState[0].size() > 40);  // rank 0 quantized something: a non-empty state
+      }
+    }
+  }
+}
+
+TEST_CASE("fastest on device buffers matches the host path with the format it chose", "[device][fastest]") {
+  for (int p : {1, 3, 4}) {
+    INFO("ranks " << p);
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < p; ++r) inputs.push_back(makeInput(r, 1000, false));
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("fastest");
+    opt.algorithm = Algorithm::kTwoShot;
+    const DeviceOutcome got =
+        runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), onStandIn());
+    REQUIRE_FALSE(got.anyError());
+    const Format wire = got.stats[0].format;
+    const int q = detail::quantizationsPerValue(Algorithm::kTwoShot, wire, p, (p + 1) / 2);
+    REQUIRE(checkResults(inputs, got.outputs, wire, q, false, false).empty());
+    AllreduceOptions hostOpt;
+    hostOpt.format.format = wire;
+    hostOpt.algorithm = Algorithm::kTwoShot;
+    const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, hostOpt));
+    INFO("wire " << formatName(wire));
+    REQUIRE(firstDifference(got, host).empty());
+  }
+}
+
+// A missing synchronization must be a wrong result, not luck: the same two allreduces (inputs A, then
+// B) on one communicator, with the stand-in told to skip the first synchronize of the second call
+// (the one that makes the first encoded chunk, or hierarchical's host copy, ready before it is sent).
+// The second call then sends stale bytes (the first call's) and must not give the host result for B.
+TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]") {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
+                              Algorithm::kRecursiveDoubling, Algorithm::kHierarchical, Algorithm::kNative}) {
+    for (const char* spec : {"bf16", "table4"}) {
+      if (algorithm == Algorithm::kNative && std::string(spec) != "bf16") continue;
+      const int p = 4;
+      const std::size_t count = 3000;
+      INFO(algorithmName(algorithm) << " " << spec);
+      std::vector<std::vector<float>> a;
+      std::vector<std::vector<float>> b;
+      for (int r = 0; r < p; ++r) {
+        a.push_back(makeInput(r, count, false));
+        b.push_back(makeInput(r, count, false, kSeed + 99));
+      }
+      AllreduceOptions opt;
+      opt.format = parseFormatSpec(spec);
+      opt.algorithm = algorithm;
+      const std::vector<AllreduceOptions> options(p, opt);
+      DeviceRunOptions run = onStandIn();
+      run.repetitions = 2;
+      run.laterInputs = &b;
+      run.timeoutSeconds = 20;  // a rank that fails takes the others with it (completion vote)
+      const DeviceOutcome host = runHostAllreduce(kRanksPerNode, a, options, run);
+      // Control: nothing skipped, the device run is the host run.
+      const DeviceOutcome clean = runDeviceAllreduce(kRanksPerNode, a, options, run);
+      REQUIRE_FALSE(clean.anyError());
+      REQUIRE(firstDifference(clean, host).empty());
+      run.beforeRepetition = [](detail::DeviceCodec& device, int rep) {
+        auto& standIn = static_cast<CpuStandInDevice&>(device);
+        if (rep == 1) standIn.skipSynchronize(standIn.synchronizations());
+      };
+      const DeviceOutcome skipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
+      const bool wrong = skipped.anyError() || !firstDifference(skipped, host).empty();
+      CHECK(wrong);
+    }
+  }
+}
+
+// Saved error-feedback state moves between host and device: three +ef steps on the host, against two
+// on a device, saveErrorFeedback (residuals copied down), loadErrorFeedback into a fresh communicator
+// on a fresh device (uploaded on first use), the third step there. The third results must be equal.
+TEST_CASE("device error-feedback state saves and loads like the host's", "[device][ef]") {
+  const int p = 4;
+  const std::size_t count = 3001;
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kRecursiveDoubling}) {
+    INFO(algorithmName(algorithm));
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("table2+ef");
+    opt.algorithm = algorithm;
+    opt.key = "w";
+    auto input = [&](int rank, int step) { return makeInput(rank, count, false, kSeed + 31u * step); };
+    std::vector<std::vector<float>> hostOut(p);
+    std::vector<std::vector<float>> deviceOut(p);
+    {
+      LoopbackGroup group(p, kRanksPerNode);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+        Communicator comm(transport);
+        for (int step = 0; step < 3; ++step) {
+          hostOut[rank] = input(rank, step);
+          comm.allreduce(hostOut[rank].data(), count, opt);
+        }
+      });
+    }
+    {
+      LoopbackGroup group(p, kRanksPerNode);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+        auto step = [&](Communicator& comm, CpuStandInDevice& device, int s) {
+          auto* d = static_cast<float*>(device.allocate(count * sizeof(float)));
+          const std::vector<float> in = input(rank, s);
+          std::vector<float> out(count);
+          device.copyToDevice(d, in.data(), count * sizeof(float));
+          device.synchronize();
+          comm.allreduce(d, count, opt);
+          device.copyToHost(out.data(), d, count * sizeof(float));
+          device.release(d);
+          device.synchronize();
+          return out;
+        };
+        std::vector<std::byte> saved;
+        {
+          auto device = std::make_shared<CpuStandInDevice>();
+          Communicator comm(transport);
+          comm.setDevice(device);
+          step(comm, *device, 0);
+          step(comm, *device, 1);
+          saved = comm.saveErrorFeedback();
+        }
+        auto device = std::make_shared<CpuStandInDevice>();
+        Communicator comm(transport);
+        comm.setDevice(device);
+        comm.loadErrorFeedback(saved);
+        deviceOut[rank] = step(comm, *device, 2);
+      });
+    }
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r);
+      REQUIRE(std::memcmp(hostOut[r].data(), deviceOut[r].data(), count * sizeof(float)) == 0);
+    }
+  }
+}

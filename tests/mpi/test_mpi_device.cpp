@@ -1,0 +1,114 @@
+// Device buffers under MPI: every rank (a process) has its buffers on its own CPU stand-in of a device
+// (tests/loopback/cpu_device.hpp: kernels/ functors, deferred stream), so every encoded chunk is staged
+// through host memory into MPI and back (lib/algorithm/steps.cpp). Each algorithm x formats x counts,
+// in and out of place, must give bit for bit what the same call gives on host memory, on every rank
+// (a hash agreed by all ranks); an error-feedback sequence must leave the same residuals.
+#include <mpi.h>
+
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "adaprec/communicator_mpi.hpp"
+#include "cpu_device.hpp"
+#include "engine_check.hpp"
+#include "mpi_verdict.hpp"
+
+using namespace adaprec;
+using namespace adaprec::test;
+
+namespace {
+
+std::uint64_t hashBytes(const void* data, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+bool agreed(std::uint64_t value) {
+  std::uint64_t v[2] = {value, ~value};
+  PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return v[0] == value && v[1] == ~value;
+}
+
+// The call on device memory: input up, allreduce, result down.
+std::vector<float> onDevice(Communicator& comm, CpuStandInDevice& device, const std::vector<float>& input,
+                            const AllreduceOptions& opt, bool outOfPlace, AllreduceStats* stats = nullptr) {
+  const std::size_t bytes = input.size() * sizeof(float);
+  auto* in = static_cast<float*>(device.allocate(bytes));
+  auto* out = outOfPlace ? static_cast<float*>(device.allocate(bytes)) : in;
+  device.copyToDevice(in, input.data(), bytes);
+  device.synchronize();
+  const AllreduceStats s = comm.allreduce(in, out, input.size(), opt);
+  if (stats != nullptr) *stats = s;
+  std::vector<float> result(input.size());
+  device.copyToHost(result.data(), out, bytes);
+  device.release(in);
+  if (out != in) device.release(out);
+  device.synchronize();
+  return result;
+}
+
+int run() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Verdict verdict(MPI_COMM_WORLD);
+  Communicator host = makeMpiCommunicator(MPI_COMM_WORLD);
+  Communicator dev = makeMpiCommunicator(MPI_COMM_WORLD);
+  auto device = std::make_shared<CpuStandInDevice>();
+  dev.setDevice(device);
+  const Format formats[] = {Format::kFp32, Format::kBf16, Format::kFp8s, Format::kTable1, Format::kTable4,
+                            Format::kTable3z};
+  for (Algorithm algorithm : allAlgorithms()) {
+    for (Format format : formats) {
+      if (algorithm == Algorithm::kNative && !(format == Format::kFp32 || format == Format::kBf16)) continue;
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65539}}) {
+        const bool outOfPlace = count % 2 == 1;
+        AllreduceOptions opt;
+        opt.format.format = format;
+        opt.algorithm = algorithm;
+        opt.average = count == 1000;
+        const std::vector<float> input = makeInput(rank, count, isLossless(format));
+        AllreduceStats ran;
+        const std::vector<float> got = onDevice(dev, *device, input, opt, outOfPlace, &ran);
+        // The host path with what the device call resolved (auto's calibration is timed per communicator).
+        AllreduceOptions hostOpt = opt;
+        hostOpt.algorithm = ran.algorithm;
+        hostOpt.format.format = ran.format;
+        std::vector<float> want = input;
+        host.allreduce(want.data(), count, hostOpt);
+        std::ostringstream what;
+        what << algorithmName(algorithm) << " " << formatName(format) << " count " << count;
+        verdict.check(count == 0 || std::memcmp(got.data(), want.data(), count * sizeof(float)) == 0,
+                      what.str() + ": device result differs from the host path");
+        verdict.check(agreed(hashBytes(got.data(), count * sizeof(float))), what.str() + ": ranks differ");
+      }
+    }
+  }
+  // Error feedback: four averaged steps, then the residuals themselves.
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kHierarchical}) {
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("table2+ef");
+    opt.algorithm = algorithm;
+    opt.average = true;
+    opt.key = std::string("ef-") + std::string(algorithmName(algorithm));
+    bool same = true;
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> input = makeInput(rank, 5001, false, kSeed + 7u * step);
+      std::vector<float> want = input;
+      host.allreduce(want.data(), want.size(), opt);
+      const std::vector<float> got = onDevice(dev, *device, input, opt, step % 2 == 1);
+      same = same && std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0;
+    }
+    verdict.check(same, std::string(algorithmName(algorithm)) + " +ef: device results differ from the host path");
+    verdict.check(host.saveErrorFeedback() == dev.saveErrorFeedback(),
+                  std::string(algorithmName(algorithm)) + " +ef: device residuals differ from the host path");
+  }
+  return verdict.finish("test_mpi_device");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return mpiTestMain(&argc, &argv, "test_mpi_device", run); }
