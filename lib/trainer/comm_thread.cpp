@@ -26,6 +26,10 @@ CommThread::~CommThread() {
 void CommThread::post(std::function<void()> job) {
   {
     std::lock_guard lock(state_->mutex);
+    // After a failure nothing more runs until the owner has seen it in wait(): a job posted after the
+    // failed one may already have been posted when it failed (dropped then) or not yet (dropped here),
+    // and which one is only a matter of timing.
+    if (state_->failure) return;
     state_->queue.push_back(std::move(job));
   }
   state_->work.notify_one();
