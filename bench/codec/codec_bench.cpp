@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/cli_checks.hpp"
+#include "../support/cuda_probe.hpp"
 #include "../support/gradient_data.hpp"
 #include "../support/interleaved_timing.hpp"
 #include "adaprec/codec.hpp"
@@ -76,23 +77,20 @@ ErrorStats errorStats(const std::vector<float>& x, const std::vector<float>& y) 
   return {std::sqrt(err / ref), nonzero ? double(flushed) / nonzero : 0.0, double(flips) / x.size()};
 }
 
-// Exit status of a run that could not start for want of a device: "skipped" to meson and tools/gpu-check.
-constexpr int kSkipped = 77;
-
 // --device cuda: the rows of the host run, on the device (CUDA event times), with the copy and the
 // radix sort as baselines and the chunk checked byte for byte against the host codec's.
 int runOnDevice(const std::vector<adaprec::Format>& formats, std::size_t count, int reps, std::uint64_t seed,
                 const std::string& jsonPath) {
-  using adaprec::bench::DeviceAvailability;
-  const adaprec::bench::DeviceProbe probe = adaprec::bench::probeCudaDevice();
-  if (probe.availability == DeviceAvailability::kNotBuilt) {
+  using adaprec::bench::CudaAvailability;
+  const adaprec::bench::CudaProbe probe = adaprec::bench::selectCudaDevice();
+  if (probe.availability == CudaAvailability::kNotBuilt) {
     std::fprintf(stderr, "adaprec-codec-bench: --device cuda: %s\n", probe.description.c_str());
     return 1;
   }
-  if (probe.availability == DeviceAvailability::kNoDevice) {
+  if (probe.availability == CudaAvailability::kNoDevice) {
     std::fprintf(stderr, "adaprec-codec-bench: --device cuda: %s; nothing timed (exit 77: skipped)\n",
                  probe.description.c_str());
-    return kSkipped;
+    return adaprec::bench::kSkippedExit;
   }
   const std::vector<float> x = adaprec::bench::gradientLikeData(count, seed);
   const auto device = adaprec::bench::makeCudaCodecBench(x);

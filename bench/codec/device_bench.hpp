@@ -6,20 +6,11 @@
 
 #include <cstddef>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "adaprec/format.hpp"
 
 namespace adaprec::bench {
-
-// What --device cuda can do here: run, or why not (the line to print).
-enum class DeviceAvailability { kReady, kNotBuilt, kNoDevice };
-struct DeviceProbe {
-  DeviceAvailability availability;
-  std::string description;  // kReady: "NVIDIA H100 ..., sm_90, 132 SMs"; otherwise why not
-};
-DeviceProbe probeCudaDevice();
 
 // Median seconds of one call, over the interleaved rounds.
 struct DeviceFormatTiming {

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <sstream>
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -176,25 +175,6 @@ class CudaCodecBench final : public DeviceCodecBench {
 };
 
 }  // namespace
-
-DeviceProbe probeCudaDevice() {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    return {DeviceAvailability::kNoDevice,
-            std::string("no CUDA device (cudaGetDeviceCount: ") +
-                (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") + ")"};
-  }
-  int device = 0;
-  cudaDeviceProp properties{};
-  check(cudaGetDevice(&device), "device query");
-  check(cudaGetDeviceProperties(&properties, device), "device properties");
-  std::ostringstream text;
-  text << "device " << device << ": " << properties.name << ", sm_" << properties.major << properties.minor << ", "
-       << properties.multiProcessorCount << " SMs, " << properties.totalGlobalMem / (std::size_t{1} << 20)
-       << " MiB";
-  return {DeviceAvailability::kReady, text.str()};
-}
 
 std::unique_ptr<DeviceCodecBench> makeCudaCodecBench(const std::vector<float>& x) {
   return std::make_unique<CudaCodecBench>(x);

@@ -1,17 +1,13 @@
-// adaprec-codec-bench --device cuda in a build without CUDA (device_bench.hpp): says how to get one.
+// adaprec-codec-bench --device cuda in a build without CUDA: never reached (selectCudaDevice says
+// kNotBuilt first), defined so the program links.
+#include "../support/cuda_probe.hpp"
 #include "adaprec/error.hpp"
 #include "device_bench.hpp"
 
 namespace adaprec::bench {
 
-DeviceProbe probeCudaDevice() {
-  return {DeviceAvailability::kNotBuilt,
-          "this build has no CUDA support: configure a build with -Dcuda=enabled (meson setup build-gpu "
-          "-Dcuda=enabled) to use --device cuda"};
-}
-
 std::unique_ptr<DeviceCodecBench> makeCudaCodecBench(const std::vector<float>&) {
-  ADAPREC_FAIL(ErrorCode::kUnsupported, probeCudaDevice().description);
+  ADAPREC_FAIL(ErrorCode::kUnsupported, selectCudaDevice().description);
 }
 
 }  // namespace adaprec::bench
