@@ -49,6 +49,16 @@ def main():
     what = "CUDA build" if cuda_build else "build without CUDA"
     device_case(f"adaprec-codec-bench --device cuda ({what})",
                 [codec, "--device", "cuda", "-n", "1000", "-r", "1", "-f", "fp16,table4"], cuda_build)
+    quick = ["-b", "4K", "-e", "4K", "-n", "1", "-w", "0", "--formats", "fp16"]
+    for transport in ("mpi", "nccl"):
+        device_case(f"adaprec-bench --device cuda --transport {transport} ({what})",
+                    [bench, "--device", "cuda", "--transport", transport] + quick, cuda_build)
+    code, text = run([bench, "--transport", "nccl"] + quick)
+    report("adaprec-bench --transport nccl without --device cuda: usage error",
+           code == 2 and "add --device cuda" in text, code, text)
+    code, text = run([bench, "--transport", "loopback", "--device", "cuda"] + quick)
+    report("adaprec-bench --device cuda --transport loopback: usage error",
+           code == 2 and "--transport mpi or nccl" in text, code, text)
     code, text = run([codec, "--device", "host", "-n", "1000", "-r", "1", "-f", "fp16"])
     report("adaprec-codec-bench --device host runs", code == 0 and "\nfp16 " in text and "nan" not in text, code, text)
     print(f"{len(failures)} case(s) failed" if failures else "all cases passed")
