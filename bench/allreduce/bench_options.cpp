@@ -117,7 +117,9 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
   app.add_option("--algos", algosText, "comma list of algorithms, 'auto' or 'all'")->capture_default_str();
   app.add_option("--transport", transportText, "mpi | loopback | nccl")
       ->check(CLI::IsMember({"mpi", "loopback", "nccl"}))->capture_default_str();
-  app.add_option("--device", deviceText, "host | cuda")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
+  app.add_option("--device", deviceText,
+                 "host | cuda (buffers on the GPU through the device seam; needs a -Dcuda=enabled build and a GPU "
+                 "per rank, exits 77 without one)")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
   app.add_option("--ranks", options.loopbackRanks, "ranks (threads) for --transport loopback")
       ->check(integerAtLeast(1))->capture_default_str();
   app.add_option("--ranks-per-node", options.loopbackRanksPerNode,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "adaprec/error.hpp"
@@ -34,7 +35,31 @@ struct SizeBuffers {
   std::vector<float> send;
   std::vector<float> recv;
   std::vector<float> scratch;  // rank 0's result, for the bit-identity check
+  // --device: send and recv on the device, what the collectives get; otherwise the vectors above.
+  std::unique_ptr<detail::DeviceScratch> deviceSend, deviceRecv;
+  const float* sendArg = nullptr;
+  float* recvArg = nullptr;
 };
+
+// The buffers of one size: send filled with this rank's input, recv zero, on the host or the device.
+void prepareBuffers(const SweepContext& context, const BenchData& data, std::size_t count, SizeBuffers& buffers) {
+  buffers.send.resize(count);
+  data.fill(context.ranks.rank(), buffers.send.data(), 0, count);
+  buffers.recv.assign(count, 0.0f);
+  if (context.options.check) buffers.scratch.resize(count);
+  buffers.sendArg = buffers.send.data();
+  buffers.recvArg = buffers.recv.data();
+  if (detail::DeviceCodec* device = context.device) {
+    const std::size_t bytes = count * sizeof(float);
+    buffers.deviceSend = std::make_unique<detail::DeviceScratch>(*device);
+    buffers.deviceRecv = std::make_unique<detail::DeviceScratch>(*device);
+    buffers.sendArg = static_cast<const float*>(buffers.deviceSend->get(bytes));
+    buffers.recvArg = static_cast<float*>(buffers.deviceRecv->get(bytes));
+    device->copyToDevice(buffers.deviceSend->get(bytes), buffers.send.data(), bytes);
+    device->fillZero(buffers.recvArg, bytes);
+    device->synchronize();
+  }
+}
 
 BenchRow baseRow(const SweepContext& context, std::size_t count, int nodes) {
   BenchRow row;
@@ -58,6 +83,10 @@ void fillTiming(BenchRow& row, double seconds, double wireBytes, double baseline
 void fillCheck(SweepContext& context, BenchRow& row, const BenchData& data, SizeBuffers& buffers, Format format,
                bool errorFeedback) {
   if (!context.options.check) return;
+  if (context.device != nullptr) {
+    context.device->copyToHost(buffers.recv.data(), buffers.recvArg, row.count * sizeof(float));
+    context.device->synchronize();
+  }
   const CheckResult check = checkResult(context.ranks, data, buffers.recv.data(), buffers.scratch.data(), row.count,
                                         format, errorFeedback);
   row.maxerr = check.maxError;
@@ -80,17 +109,14 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
 
   for (std::size_t count : sweepCounts(options)) {
     SizeBuffers buffers;
-    buffers.send.resize(count);
-    data.fill(context.ranks.rank(), buffers.send.data(), 0, count);
-    buffers.recv.assign(count, 0.0f);
-    if (options.check) buffers.scratch.resize(count);
+    prepareBuffers(context, data, count, buffers);
 
     // Baseline first: every other row's speedup is relative to it.
     BenchRow native = baseRow(context, count, nodes);
     native.format = "fp32";
     native.algo = context.baseline.name;
     const double baselineSeconds = timeCollective(context.ranks, std::max(options.warmup, 1), options.iterations,
-                                                  [&] { context.baseline.allreduce(buffers.send.data(), buffers.recv.data(), count); });
+                                                  [&] { context.baseline.allreduce(buffers.sendArg, buffers.recvArg, count); });
     // What a ring would send: the baseline's own bytes are not observable.
     fillTiming(native, baselineSeconds, p > 1 ? 2.0 * (p - 1) / p * native.sizeBytes : 0.0, baselineSeconds);
     fillCheck(context, native, data, buffers, Format::kFp32, false);
@@ -112,7 +138,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         AllreduceStats stats;
         std::string rejection;
         try {
-          stats = context.comm.allreduce(buffers.send.data(), buffers.recv.data(), count, allreduceOptions);
+          stats = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
         } catch (const Error& e) {
           if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
           rejection = e.what();
@@ -132,7 +158,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         if (requested == Algorithm::kAuto) row.algo += ":" + std::string(algorithmName(stats.algorithm));
         AllreduceStats last;
         const double seconds = timeCollective(context.ranks, std::max(options.warmup - 1, 0), options.iterations, [&] {
-          last = context.comm.allreduce(buffers.send.data(), buffers.recv.data(), count, allreduceOptions);
+          last = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
         });
         std::vector<double> breakdown{last.encodeSeconds * 1e6, last.decodeSeconds * 1e6, last.transferSeconds * 1e6};
         context.ranks.maxOverRanks(breakdown);

@@ -3,6 +3,8 @@
 //   a barrier, then one allreduce, timed on each rank; repeated -n times after -w untimed ones;
 //   time = median over iterations of (max over ranks of that iteration's time).
 // Buffers are out of place (send is never modified), so every iteration reduces the same input.
+// With a device (--device cuda), send and recv live on it: the baseline and every allreduce get device
+// pointers, and recv is copied to the host only for the check, outside the timed region.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,7 @@
 #include "bench_options.hpp"
 #include "bench_row.hpp"
 #include "algorithm/cost_model.hpp"
+#include "algorithm/device_codec.hpp"
 #include "rank_collectives.hpp"
 
 namespace adaprec::bench {
@@ -33,6 +36,7 @@ struct SweepContext {
   const detail::Calibration* model = nullptr;        // --model: the library's cost model (auto's)
   std::function<void(const BenchRow&)> onRow;        // called on rank 0 as soon as a row is done
   std::function<void(const std::string&)> onNote;    // rank 0: skipped combinations and the like
+  detail::DeviceCodec* device = nullptr;             // --device cuda: where the buffers live (null: host)
 };
 
 // Collective. Returns every row (identical on every rank).

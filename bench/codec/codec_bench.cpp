@@ -8,6 +8,9 @@
 //   decode      : E read + 4n written
 //   decodeAdd   : E + 4n read + 4n written
 // and "xmemcpy" is that throughput divided by memcpy's (8n bytes / memcpy time).
+//
+// --device cuda (runOnDevice, device_bench.hpp) times the same operations on device buffers through the
+// CUDA device codec, against a device-to-device copy and cub::DeviceRadixSort of the same buffer.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,12 +27,14 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/cli_checks.hpp"
+#include "../support/cuda_probe.hpp"
 #include "../support/gradient_data.hpp"
 #include "../support/interleaved_timing.hpp"
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "codec/host_kernels.hpp"
 #include "codec/table_build.hpp"
+#include "device_bench.hpp"
 
 namespace {
 
@@ -72,6 +77,80 @@ ErrorStats errorStats(const std::vector<float>& x, const std::vector<float>& y) 
   return {std::sqrt(err / ref), nonzero ? double(flushed) / nonzero : 0.0, double(flips) / x.size()};
 }
 
+// --device cuda: the rows of the host run, on the device (CUDA event times), with the copy and the
+// radix sort as baselines and the chunk checked byte for byte against the host codec's.
+int runOnDevice(const std::vector<adaprec::Format>& formats, std::size_t count, int reps, std::uint64_t seed,
+                const std::string& jsonPath) {
+  using adaprec::bench::CudaAvailability;
+  const adaprec::bench::CudaProbe probe = adaprec::bench::selectCudaDevice();
+  if (probe.availability == CudaAvailability::kNotBuilt) {
+    std::fprintf(stderr, "adaprec-codec-bench: --device cuda: %s\n", probe.description.c_str());
+    return 1;
+  }
+  if (probe.availability == CudaAvailability::kNoDevice) {
+    std::fprintf(stderr, "adaprec-codec-bench: --device cuda: %s; nothing timed (exit 77: skipped)\n",
+                 probe.description.c_str());
+    return adaprec::bench::kSkippedExit;
+  }
+  const std::vector<float> x = adaprec::bench::gradientLikeData(count, seed);
+  const auto device = adaprec::bench::makeCudaCodecBench(x);
+  const double fp32Bytes = 4.0 * count;
+  double copySeconds = 0, sortSeconds = 0;
+  device->timeBaselines(reps, copySeconds, sortSeconds);
+  const double copyRate = 2 * fp32Bytes / copySeconds;
+  const double sortRate = 2 * fp32Bytes / sortSeconds;
+  std::printf("# %zu elements (%.0f MiB fp32), gradient-like data, seed %llu, CUDA %s\n", count,
+              fp32Bytes / (1 << 20), static_cast<unsigned long long>(seed), probe.description.c_str());
+  std::printf("# device time (CUDA events), median of %d; GB/s = bytes read + written / time; x = GB/s / copy's GB/s\n",
+              reps);
+  std::printf("# baselines, same buffer, same run: cudaMemcpy D2D %.1f GB/s; cub::DeviceRadixSort::SortKeys "
+              "%.1f GB/s (8n bytes / time) = %.3f x copy\n",
+              copyRate / 1e9, sortRate / 1e9, sortRate / copyRate);
+  std::printf("%-7s %6s %8s %9s %7s %9s %7s %9s %8s %7s %9s\n", "format", "ratio", "copy", "enc GB/s", "enc x",
+              "dec GB/s", "dec x", "dAdd GB/s", "decAdd x", "=host", "relRMS");
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<unsigned char> deviceChunk, hostChunk;
+  std::vector<float> decoded;
+  std::vector<std::string> differing;
+  for (adaprec::Format format : formats) {
+    const std::size_t bytes = adaprec::encodedBytes(format, count);
+    const adaprec::bench::DeviceFormatTiming t = device->timeFormat(format, reps);
+    device->fetch(deviceChunk, decoded);
+    hostChunk.resize(bytes);
+    adaprec::encode(format, x.data(), count, hostChunk.data(), bytes);
+    const bool sameBytes = deviceChunk == hostChunk;
+    const ErrorStats err = errorStats(x, decoded);
+    const std::string name(adaprec::formatName(format));
+    if (!sameBytes) differing.push_back(name);
+    const double rowCopyRate = 2 * fp32Bytes / t.copySeconds;
+    const double encRate = (fp32Bytes + bytes) / t.encodeSeconds;
+    const double decRate = (fp32Bytes + bytes) / t.decodeSeconds;
+    const double decAddRate = (2 * fp32Bytes + bytes) / t.decodeAddSeconds;
+    std::printf("%-7s %6.2f %8.1f %9.1f %7.3f %9.1f %7.3f %9.1f %8.3f %7s %9.3g\n", name.c_str(), fp32Bytes / bytes,
+                rowCopyRate / 1e9, encRate / 1e9, encRate / rowCopyRate, decRate / 1e9, decRate / rowCopyRate,
+                decAddRate / 1e9, decAddRate / rowCopyRate, sameBytes ? "yes" : "NO", err.relRms);
+    rows.push_back({{"format", name}, {"device", "cuda"}, {"count", count}, {"ratio", fp32Bytes / bytes},
+                    {"copy_s", t.copySeconds}, {"encode_s", t.encodeSeconds}, {"decode_s", t.decodeSeconds},
+                    {"decode_add_s", t.decodeAddSeconds}, {"encode_x_copy", encRate / rowCopyRate},
+                    {"decode_x_copy", decRate / rowCopyRate}, {"decode_add_x_copy", decAddRate / rowCopyRate},
+                    {"radix_sort_s", sortSeconds}, {"radix_sort_x_copy", sortRate / copyRate},
+                    {"bytes_equal_host", sameBytes}, {"rel_rms", err.relRms}});
+  }
+  if (!jsonPath.empty()) {
+    std::ofstream out(jsonPath);
+    ADAPREC_CHECK(out.good(), adaprec::ErrorCode::kIo, "cannot write " << jsonPath);
+    out << rows.dump(2) << "\n";
+  }
+  if (!differing.empty()) {
+    std::string list;
+    for (const auto& name : differing) list += (list.empty() ? "" : ", ") + name;
+    std::fprintf(stderr, "adaprec-codec-bench: the device chunk differs from the host codec's for: %s\n", list.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -89,6 +168,11 @@ int main(int argc, char** argv) try {
   app.add_option("-f,--formats", formatList, "comma-separated formats or 'all'");
   app.add_option("-J,--json", jsonPath, "also write the rows as JSON to this file");
   app.add_option("--seed", seed, "data seed");
+  std::string device = "host";
+  app.add_option("--device", device,
+                 "host: the host codec on host memory; cuda: the CUDA codec on device memory (a -Dcuda=enabled "
+                 "build and a GPU; exit 77 without one), against cudaMemcpy and cub::DeviceRadixSort")
+      ->check(CLI::IsMember({"host", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   count = static_cast<std::size_t>(countOption);
 
@@ -99,6 +183,7 @@ int main(int argc, char** argv) try {
     std::stringstream ss(formatList);
     for (std::string name; std::getline(ss, name, ',');) formats.push_back(adaprec::parseFormat(name));
   }
+  if (device == "cuda") return runOnDevice(formats, count, reps, seed, jsonPath);
 
   // Three fp32 buffers and the largest encoded chunk (fp32's, 4n + header): refuse what cannot fit
   // before allocating, and name -n if an allocation still fails.
