@@ -18,8 +18,9 @@ ReductionMode parseReductionMode(const std::string& name) {
   if (name == "sequential") return ReductionMode::kSequential;
   if (name == "overlap") return ReductionMode::kOverlap;
   if (name == "double-buffering") return ReductionMode::kDoubleBuffering;
+  if (name == "auto") return ReductionMode::kAuto;
   ADAPREC_FAIL(ErrorCode::kInvalidArgument,
-               "unknown reduction mode '" << name << "' (valid: sequential, overlap, double-buffering)");
+               "unknown reduction mode '" << name << "' (valid: auto, sequential, overlap, double-buffering)");
 }
 
 std::string toString(ReductionMode mode) {
@@ -27,12 +28,22 @@ std::string toString(ReductionMode mode) {
     case ReductionMode::kSequential: return "sequential";
     case ReductionMode::kOverlap: return "overlap";
     case ReductionMode::kDoubleBuffering: return "double-buffering";
+    case ReductionMode::kAuto: return "auto";
   }
   return "?";
 }
 
-ReductionPipeline::ReductionPipeline(GradientReducer& reducer, ReductionMode mode) : reducer_(reducer), mode_(mode) {
-  if (mode_ != ReductionMode::kSequential) thread_ = std::make_unique<CommThread>();
+ReductionPipeline::ReductionPipeline(GradientReducer& reducer, ReductionMode mode)
+    : reducer_(reducer), automatic_(mode == ReductionMode::kAuto),
+      mode_(automatic_ ? ReductionMode::kSequential : mode) {
+  if (mode != ReductionMode::kSequential) thread_ = std::make_unique<CommThread>();
+}
+
+void ReductionPipeline::setStepMode(ReductionMode mode) {
+  ADAPREC_CHECK(automatic_ && (mode == ReductionMode::kSequential || mode == ReductionMode::kOverlap),
+                ErrorCode::kInternal, "setStepMode(" << toString(mode) << ") on a pipeline not made with auto");
+  drain();
+  mode_ = mode;
 }
 
 void ReductionPipeline::begin(std::span<float> grads, const std::vector<LayerRange>& layers) {

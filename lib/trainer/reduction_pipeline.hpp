@@ -9,7 +9,9 @@
 //                    independent), so the results are bit-identical to the sequential step;
 //   double buffering step t's gradients are reduced on the communication thread while step t+1
 //                    computes, and step t+1's update applies them (ChainerMN's double-buffering
-//                    optimizer: one step stale; step 0 updates nothing).
+//                    optimizer: one step stale; step 0 updates nothing);
+//   auto             sequential or overlap, step by step as ReductionTuner (reduction_tuner.hpp) says
+//                    while it measures both, then the faster one: results as sequential's.
 // Every reduction runs on one CommThread; the trainer drains it before any other use of MPI or of the
 // reducer, so MPI_THREAD_SERIALIZED suffices.
 #pragma once
@@ -25,14 +27,19 @@
 
 namespace adaprec::trainer {
 
-enum class ReductionMode { kSequential, kOverlap, kDoubleBuffering };
-ReductionMode parseReductionMode(const std::string& name);  // sequential, overlap, double-buffering
+enum class ReductionMode { kSequential, kOverlap, kDoubleBuffering, kAuto };
+ReductionMode parseReductionMode(const std::string& name);  // sequential, overlap, double-buffering, auto
 std::string toString(ReductionMode mode);
 
 class ReductionPipeline {
  public:
+  // `mode` kAuto: the pipeline starts sequential and the owner switches with setStepMode().
   ReductionPipeline(GradientReducer& reducer, ReductionMode mode);
+  // The mode the next step runs in (never kAuto).
   ReductionMode mode() const { return mode_; }
+  // A pipeline made with kAuto: the next steps run sequential or overlap (waits for any reduction in
+  // flight first). Both leave nothing in flight between steps, so switching is free.
+  void setStepMode(ReductionMode mode);
 
   // sequential and overlap: one step's reduction of `grads` (the model's buffer) around its backward
   // pass. begin() before the backward pass; gradientsFinalFrom(offset) whenever the gradients at flat
@@ -64,6 +71,7 @@ class ReductionPipeline {
   void waitInFlight();  // double buffering: waits and counts the reduction in flight once
 
   GradientReducer& reducer_;
+  bool automatic_ = false;  // made with kAuto
   ReductionMode mode_;
   std::unique_ptr<CommThread> thread_;  // not for sequential
   // One step of sequential/overlap.

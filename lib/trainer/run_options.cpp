@@ -185,11 +185,12 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
              "--reduction", [&t](const std::string& name) { t.reduction = parseReductionMode(name); },
              "When gradients are reduced: sequential (after the backward pass), overlap (each bucket on a "
              "communication thread as soon as backward has produced it; results bit-identical to sequential), "
-             "double-buffering (during the next step, whose update applies them: one step stale, ChainerMN's "
-             "double buffering; step 0 updates nothing). overlap and double-buffering need "
-             "MPI_THREAD_SERIALIZED (docs/trainer.md)")
-          ->check(CLI::IsMember({"sequential", "overlap", "double-buffering"}))
-          ->default_str("sequential");
+             "auto (sequential and overlap alternated for a few steps, then the faster one; results as "
+             "sequential's), double-buffering (during the next step, whose update applies them: one step "
+             "stale, ChainerMN's double buffering; step 0 updates nothing). All but sequential need "
+             "MPI_THREAD_SERIALIZED (auto falls back to sequential without it; docs/trainer.md)")
+          ->check(CLI::IsMember({"auto", "sequential", "overlap", "double-buffering"}))
+          ->default_str("auto");
   app.add_flag_callback(
          "--double-buffering", [&t] { t.reduction = ReductionMode::kDoubleBuffering; },
          "Same as --reduction double-buffering")

@@ -59,10 +59,16 @@ Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset tes
   backend_ = makeBackend(config_.backend);
   model_ = makeModel(config_.model, Shape{1, train_.rows, train_.cols}, train_.classes);
   model_->initialize(rng_);
-  pipeline_ = std::make_unique<ReductionPipeline>(*reducer_, config_.reduction);
-  if (config_.reduction != ReductionMode::kSequential) {
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
+  int threadLevel = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&threadLevel);
+  // auto without a communication thread, or with nothing to overlap (one rank): sequential.
+  const bool tune = config_.reduction == ReductionMode::kAuto && threadLevel >= MPI_THREAD_SERIALIZED && size_ > 1;
+  const ReductionMode pipelineMode = config_.reduction == ReductionMode::kAuto && !tune ? ReductionMode::kSequential
+                                                                                       : config_.reduction;
+  pipeline_ = std::make_unique<ReductionPipeline>(*reducer_, pipelineMode);
+  if (tune) tuner_ = std::make_unique<ReductionTuner>();
+  if (pipelineMode != ReductionMode::kSequential && pipelineMode != ReductionMode::kAuto) {
+    const int provided = threadLevel;
     ADAPREC_CHECK_ARG(provided >= MPI_THREAD_SERIALIZED,
                       "--reduction " << toString(config_.reduction)
                                      << " reduces on a communication thread and needs MPI_THREAD_SERIALIZED; MPI was "
@@ -118,7 +124,26 @@ void Trainer::checkFinite(const StepResult& r) const {
   throw TrainingDiverged(os.str());
 }
 
+void Trainer::tuneReduction() {
+  if (!tuner_ || tuner_->decided()) return;
+  if (tuner_->readyToDecide()) {
+    // Every rank has run the same steps, so every rank is here at the same step; the pipeline is idle
+    // (sequential and overlap steps finish their reductions).
+    const double local = tuner_->medianRatio();
+    double sum = 0;
+    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
+    tuner_->decide(sum / size_);
+    if (rank_ == 0)
+      std::fprintf(stderr,
+                   "adaprec-train: --reduction auto: %s (overlapped steps took %.3f of the sequential ones: "
+                   "median of %zu pairs, mean over ranks)\n",
+                   toString(*tuner_->decided()).c_str(), *tuner_->agreedRatio(), ReductionTuner::kPairs);
+  }
+  pipeline_->setStepMode(tuner_->nextMode());
+}
+
 void Trainer::step() {
+  tuneReduction();
   const double stepStart = now();
   const std::uint64_t epoch = step_ / stepsPerEpoch_;
   const std::uint64_t inEpoch = step_ % stepsPerEpoch_;
@@ -147,6 +172,8 @@ void Trainer::step() {
       rs = pipeline_->finish();
       checkFinite(r);
       break;
+    case ReductionMode::kAuto:  // never the pipeline's mode of a step
+      ADAPREC_FAIL(ErrorCode::kInternal, "a step without a resolved reduction mode");
     case ReductionMode::kDoubleBuffering: {
       r = model_->trainStep(*backend_, config_.batch, images_.data(), labels_.data());
       checkFinite(r);
@@ -160,7 +187,9 @@ void Trainer::step() {
   commSeconds_ += rs.seconds;
   exposedCommSeconds_ += rs.exposedSeconds;
   if (!update.empty()) sgd_->step(model_->parameters(), update, static_cast<float>(learningRate()));
-  stepSeconds_ += now() - stepStart;
+  const double stepTime = now() - stepStart;
+  stepSeconds_ += stepTime;
+  if (tuner_) tuner_->record(stepTime);
   lossSum_ += r.loss;
   ++lossSteps_;
   ++step_;
@@ -455,7 +484,13 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   j["comm_s"] = commSeconds_;   // rank 0's
   j["exposed_comm_s"] = exposedCommSeconds_;  // the part of comm_s the training thread waited for
   j["step_s"] = stepSeconds_;   // rank 0's time inside training steps (compute + exposed communication)
-  j["reduction"] = toString(pipeline_->mode());
+  if (config_.reduction == ReductionMode::kAuto) {
+    // Timing-dependent: what auto chose (before its decision, or without a tuner: "auto").
+    j["reduction"] = tuner_ && tuner_->decided() ? "auto:" + toString(*tuner_->decided()) : std::string("auto");
+    if (tuner_ && tuner_->agreedRatio()) j["reduction_ratio"] = *tuner_->agreedRatio();
+  } else {
+    j["reduction"] = toString(pipeline_->mode());
+  }
   j.update(nlohmann::json::parse(extraJson));
   writeLogLine(j.dump());
 }

@@ -28,6 +28,7 @@
 #include "model.hpp"
 #include "optimizer.hpp"
 #include "reduction_pipeline.hpp"
+#include "reduction_tuner.hpp"
 #include "schedule.hpp"
 
 namespace adaprec::trainer {
@@ -52,9 +53,10 @@ struct TrainerConfig {
   std::uint64_t maxSteps = 0;      // stop after this many steps in total (0: run all epochs)
   std::string formatLabel = "fp32";  // what the progress line shows as the format
   // When the gradient reduction runs (reduction_pipeline.hpp): after the backward pass (sequential),
-  // bucket by bucket during it (overlap, bit-identical), or during the next step (double buffering).
-  // The latter two need MPI_THREAD_SERIALIZED.
-  ReductionMode reduction = ReductionMode::kSequential;
+  // bucket by bucket during it (overlap, bit-identical), the faster of those two as measured on the
+  // first steps (auto), or during the next step (double buffering). All but sequential need
+  // MPI_THREAD_SERIALIZED; auto falls back to sequential without it.
+  ReductionMode reduction = ReductionMode::kAuto;
 };
 
 // Thrown by Trainer::step on a rank whose training loss became NaN or infinite. It is an outcome of the
@@ -165,6 +167,8 @@ class Trainer {
   // Waits for a reduction in flight and counts it (const: callers that only read the state wait too).
   void quiesce() const;
   void checkFinite(const StepResult& r) const;  // throws TrainingDiverged for a NaN/Inf loss
+  // --reduction auto: the mode of the next step, and the agreed decision once the pairs are measured.
+  void tuneReduction();
 
   TrainerConfig config_;
   MPI_Comm comm_;
@@ -174,6 +178,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ReductionPipeline> pipeline_;
+  std::unique_ptr<ReductionTuner> tuner_;  // --reduction auto with thread support
   std::unique_ptr<MomentumSgd> sgd_;
   std::unique_ptr<CheckpointDirectory> checkpoints_;
   std::mt19937_64 rng_;

@@ -6,7 +6,9 @@
 4 ranks under mpirun on synthetic data (the MLP, 3 layers; a few seconds per run):
   * overlap == sequential, bit for bit (the final checkpoint's weights, momentum and error-feedback
     residuals, and every logged number but the times), for fp32, fp16, table4+ef and a per-layer mix,
-    with one call per layer and with fused buckets: the same calls, made while backward goes on;
+    with one call per layer and with fused buckets: the same calls, made while backward goes on; and
+    auto (the default: the two alternated step by step, then the faster) == sequential too, its log
+    naming its choice and the measured ratio, rank 0 printing it once;
   * double buffering trains (every rank identical: the trainer's own hash check passes), differs from
     sequential (its updates are one step stale), sends the same bytes, and its final loss is finite;
   * a double-buffered run stopped at step 30 (a checkpoint with the last step's reduced gradients still
@@ -33,7 +35,7 @@ RANKS = 4
 BASE = ["--model", "mlp", "--synthetic", "2560", "--batch", "16", "--epochs", "2", "--max-steps", "60",
         "--lr", "0.003", "--eval-every", "20", "--eval-samples", "200", "--seed", "5", "--no-progress",
         "--reducer", "adaprec", "--algo", "twoshot", "--checkpoint-every", "30"]
-VOLATILE = {"wall_s", "comm_s", "exposed_comm_s", "step_s", "reduction"}
+VOLATILE = {"wall_s", "comm_s", "exposed_comm_s", "step_s", "reduction", "reduction_ratio"}
 STATE = ("parameters", "velocity", "reducer", "pending")
 failures = []
 
@@ -84,7 +86,8 @@ def main():
         for fmt, bucketing in (("fp32", "layer"), ("fp16", "fused"), ("table4+ef", "layer"),
                                ("table4+ef", "fused"), ("fc1=table2+ef,fc2=fp8s+ef,fp16", "fused")):
             results = {}
-            for mode in ("sequential", "overlap"):
+            outputs = {}
+            for mode in ("sequential", "overlap", "auto"):
                 name = f"{mode}-{fmt}-{bucketing}".replace("=", "_").replace(",", "_").replace("+", "p")
                 code, out, log, ckpt = train_run(work, name, ["--format", fmt, "--bucketing", bucketing,
                                                               "--reduction", mode])
@@ -92,10 +95,22 @@ def main():
                     expect(f"{mode} {fmt} {bucketing} runs", False, out)
                     break
                 results[mode] = (evals(log), final_state(ckpt))
-            if len(results) == 2:
-                expect(f"overlap == sequential bit for bit: {fmt}, {bucketing}",
-                       results["overlap"] == results["sequential"],
-                       f"sequential {results['sequential'][0][-1]}\noverlap {results['overlap'][0][-1]}")
+                outputs[mode] = (out, log)
+            if len(results) == 3:
+                for mode in ("overlap", "auto"):
+                    expect(f"{mode} == sequential bit for bit: {fmt}, {bucketing}",
+                           results[mode] == results["sequential"],
+                           f"sequential {results['sequential'][0][-1]}\n{mode} {results[mode][0][-1]}")
+                out, log = outputs["auto"]
+                with open(log) as f:
+                    last = [r for r in map(json.loads, f) if r.get("event") == "eval"][-1]
+                said = [line for line in out.splitlines() if "--reduction auto:" in line]
+                expect(f"auto names its choice and ratio in the log and once on stderr: {fmt}, {bucketing}",
+                       last.get("reduction") in ("auto:overlap", "auto:sequential")
+                       and isinstance(last.get("reduction_ratio"), float) and len(said) == 1
+                       and last["reduction"].split(":")[1] in said[0]
+                       and (last["reduction"] == "auto:overlap") == (last["reduction_ratio"] < 1),
+                       f"{last}\n{said}")
 
         # Double buffering: trains, stale updates, same bytes, every rank identical (the trainer checks).
         code_s, out_s, log_s, ckpt_s = train_run(work, "db-seq", ["--format", "table4+ef", "--reduction", "sequential"])

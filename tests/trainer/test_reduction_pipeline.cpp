@@ -12,6 +12,7 @@
 
 #include "trainer/comm_thread.hpp"
 #include "trainer/reduction_pipeline.hpp"
+#include "trainer/reduction_tuner.hpp"
 
 using namespace adaprec;
 using namespace adaprec::trainer;
@@ -172,4 +173,60 @@ TEST_CASE("a failed reduction reaches the training thread", "[pipeline]") {
   ReductionPipeline doubled(failing, ReductionMode::kDoubleBuffering);
   doubled.exchange(grads, kLayers);
   CHECK_THROWS_WITH(doubled.exchange(grads, kLayers), "peer gone");
+}
+
+TEST_CASE("reduction tuner: warm-up, alternating pairs, the median ratio, a decision that sticks", "[tuner]") {
+  ReductionTuner tuner;
+  for (std::size_t i = 0; i < ReductionTuner::kWarmupSteps; ++i) {
+    CHECK(tuner.nextMode() == ReductionMode::kSequential);
+    tuner.record(5.0);  // slow first steps: not part of any pair
+  }
+  // Overlap 0.8x sequential in every pair but one outlier (a descheduled step), which the median ignores.
+  for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
+    CHECK_FALSE(tuner.readyToDecide());
+    CHECK(tuner.nextMode() == ReductionMode::kSequential);
+    tuner.record(0.100);
+    CHECK(tuner.nextMode() == ReductionMode::kOverlap);
+    tuner.record(pair == 3 ? 0.900 : 0.080);
+  }
+  REQUIRE(tuner.readyToDecide());
+  CHECK(tuner.medianRatio() == Approx(0.8));
+  CHECK_FALSE(tuner.decided());
+  tuner.decide(0.85);  // the ranks' mean
+  CHECK_FALSE(tuner.readyToDecide());
+  REQUIRE(tuner.decided());
+  CHECK(*tuner.decided() == ReductionMode::kOverlap);
+  CHECK(*tuner.agreedRatio() == 0.85);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(tuner.nextMode() == ReductionMode::kOverlap);
+    tuner.record(10.0);  // ignored after the decision
+  }
+  CHECK(tuner.medianRatio() == Approx(0.8));
+}
+
+TEST_CASE("reduction tuner: sequential unless overlap is strictly faster", "[tuner]") {
+  for (double agreed : {1.0, 1.2}) {
+    ReductionTuner tuner;
+    tuner.decide(agreed);
+    CHECK(*tuner.decided() == ReductionMode::kSequential);
+    CHECK(tuner.nextMode() == ReductionMode::kSequential);
+  }
+}
+
+TEST_CASE("an auto pipeline switches between sequential and overlap, bit-identically", "[pipeline][tuner]") {
+  FakeReducer reducer;
+  ReductionPipeline pipeline(reducer, ReductionMode::kAuto);
+  CHECK(pipeline.mode() == ReductionMode::kSequential);
+  for (ReductionMode mode : {ReductionMode::kSequential, ReductionMode::kOverlap, ReductionMode::kSequential}) {
+    pipeline.setStepMode(mode);
+    CHECK(pipeline.mode() == mode);
+    std::vector<float> grads = ramp(1);
+    pipeline.begin(grads, kLayers);
+    for (std::int64_t offset : {8, 5, 2, 0}) pipeline.gradientsFinalFrom(offset);
+    pipeline.finish();
+    CHECK(grads == reducedRamp(1));
+  }
+  CHECK_THROWS(pipeline.setStepMode(ReductionMode::kDoubleBuffering));
+  ReductionPipeline fixed(reducer, ReductionMode::kOverlap);
+  CHECK_THROWS(fixed.setStepMode(ReductionMode::kSequential));
 }
