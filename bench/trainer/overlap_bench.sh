@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 21's measurement: adaprec-train's step time split into compute and exposed communication, per
-# reduction mode (sequential, overlap, double-buffering), on tools/vcluster's 4 emulated nodes x 1 rank.
+# reduction mode (sequential, overlap, double-buffering), on tools/vcluster's 4 (or N) emulated nodes x 1 rank.
 # One short run (--max-steps) per rate, model, format and mode, each writing its JSON-lines log to
 # OUT/<rate>-<model>-<format>-<mode>.jsonl; bench/trainer/summarize_overlap.py OUT prints the table.
 #
@@ -9,7 +9,9 @@
 #
 # All modes of one (rate, model, format) run back to back, so the modes compared share the machine's
 # load of that moment. Needs root (network namespaces). ADAPREC_OVERLAP_STEPS: timed steps (default 30);
-# ADAPREC_OVERLAP_PREFIX names the namespaces (default adaprec-ovl).
+# ADAPREC_OVERLAP_PREFIX names the namespaces (default adaprec-ovl); ADAPREC_OVERLAP_NODES the emulated
+# nodes (default 4; 2 gives each rank one of this machine's two cores, to separate the design's limits
+# from the CPU's).
 set -u
 usage="usage: overlap_bench.sh BUILD_DIR OUT_DIR [rates] [models] [formats] [modes]"
 build=${1:?$usage}
@@ -29,7 +31,7 @@ common="--batch 32 --lr 0.01 --epochs 1 --train-limit 12800 --max-steps $steps -
 common="$common --bucketing layer --algo twoshot --reducer adaprec --no-progress"
 echo "# $(date -u +%FT%TZ) common: $common" >> "$out/commands.txt"
 for rate in $rates; do
-  launcher="$here/tools/vcluster run --prefix ${ADAPREC_OVERLAP_PREFIX:-adaprec-ovl} --nodes 4 --ranks-per-node 1"
+  launcher="$here/tools/vcluster run --prefix ${ADAPREC_OVERLAP_PREFIX:-adaprec-ovl} --nodes ${ADAPREC_OVERLAP_NODES:-4} --ranks-per-node 1"
   launcher="$launcher --rate $rate --timeout 900 --"
   for model in $models; do
     for format in $formats; do

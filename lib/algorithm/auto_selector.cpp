@@ -134,10 +134,15 @@ void AutoSelector::report(Transport& transport, Format format, std::size_t count
   line << "adaprec: auto " << formatName(format) << ' ' << sizeText(static_cast<double>(bytes)) << " (class "
        << (sizeClass < 0 ? std::string("0 B") : sizeText(std::ldexp(1.0, sizeClass))) << "): ";
   if (choice == nullptr) {
-    line << "native fp32 (guard: " << (transport.size() == 1 ? "one rank"
-                                       : bytes < kAutoModelMinBytes ? "below 256 KiB"
-                                                                    : "one node, below 64 MiB or fp32")
-         << "; model not consulted)";
+    line << "native fp32 (guard: ";
+    if (transport.size() == 1) {
+      line << "one rank";
+    } else if (bytes < kAutoModelMinBytes) {
+      line << "below " << sizeText(static_cast<double>(kAutoModelMinBytes));
+    } else {
+      line << "one node, below " << sizeText(static_cast<double>(kAutoSharedModelMinBytes)) << " or fp32";
+    }
+    line << "; model not consulted)";
   } else {
     for (const AutoCandidate& c : choice->candidates) {
       line << algorithmName(c.algorithm) << ' ' << secondsText(c.seconds);
