@@ -111,9 +111,9 @@ int AdaPrec_HasCuda(void);
  * results are those of AdaPrec_CommAllreduce; the wire is the same, so a rank may reduce host memory
  * while another reduces device memory in the same call.
  *
- * Ordering: the call's device work (the codec kernels, copies between recv and the host staging of
- * the encoded chunks MPI sends and receives, the copy send -> recv, the averaging) is queued on
- * `stream`, after whatever the caller queued there before the call. The calling thread blocks: the
+ * Ordering: the call's device work (the codec kernels, the copies of encoded chunks between device
+ * scratch and the host buffers MPI sends and receives, the copy send -> recv, the averaging) is queued
+ * on `stream`, after whatever the caller queued there before the call. The calling thread blocks: the
  * call synchronizes `stream` (cudaStreamSynchronize) whenever it stages chunks through host memory
  * and once more before it returns. So on return the result is in recv and everything queued on
  * `stream` before the call has completed too. Other streams are neither waited for nor ordered: work
@@ -127,7 +127,8 @@ int AdaPrec_HasCuda(void);
  * or `stream` reports an error of earlier work; ADAPREC_ERR_INVALID_ARGUMENT when send or recv is not
  * memory of the current device. Without ADAPREC_CHECK_AGREEMENT such a failure is reported on its
  * rank only, like any invalid argument of AdaPrec_CommAllreduce. A CUDA error after the round (a
- * kernel fault) fails the call like a transport error.
+ * kernel fault) fails the call there like a transport fault inside the algorithm: with ADAPREC_TIMEOUT
+ * set the other ranks time out or fail in the completion vote; without it they may wait.
  *
  * The communicator keeps one device codec per stream it was given (created on first use, kept until
  * AdaPrec_CommFree; error-feedback residuals of a "+ef" key live in device memory on that stream
