@@ -100,6 +100,45 @@ int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float *send, float *recv, int
                           const char *format, const char *algo, int average, const char *key,
                           int flags, AdaPrec_CallStats *stats);
 
+/* 1 when this libadaprec was built with CUDA (meson -Dcuda=enabled, or the default -Dcuda=auto with
+ * nvcc found); else 0, and AdaPrec_LastError() then says how to build it with CUDA. Says nothing about
+ * whether a GPU is present: AdaPrec_CommAllreduceDevice reports that (ADAPREC_ERR_CUDA). */
+int AdaPrec_HasCuda(void);
+
+/* AdaPrec_CommAllreduce on CUDA device memory: send and recv are device pointers of the current CUDA
+ * device (cudaGetDevice), stream a cudaStream_t of that device (NULL: the legacy default stream, what
+ * torch.cuda.current_stream().cuda_stream is for the default stream). Arguments, flags, stats and
+ * results are those of AdaPrec_CommAllreduce; the wire is the same, so a rank may reduce host memory
+ * while another reduces device memory in the same call.
+ *
+ * Ordering: the call's device work (the codec kernels, the copies of encoded chunks between device
+ * scratch and the host buffers MPI sends and receives, the copy send -> recv, the averaging) is queued
+ * on `stream`, after whatever the caller queued there before the call. The calling thread blocks: the
+ * call synchronizes `stream` (cudaStreamSynchronize) whenever it stages chunks through host memory
+ * and once more before it returns. So on return the result is in recv and everything queued on
+ * `stream` before the call has completed too. Other streams are neither waited for nor ordered: work
+ * on another stream that writes send or reads recv must be ordered by the caller (an event).
+ *
+ * Before the agreement round (so, with ADAPREC_CHECK_AGREEMENT, every rank learns of a failure as of
+ * any invalid argument: this rank gets the code below, the others ADAPREC_ERR_PEER_INVALID, and
+ * nothing is reduced anywhere) each rank checks that it can run the call: ADAPREC_ERR_UNSUPPORTED in a
+ * build without CUDA (the message says how to build with it); ADAPREC_ERR_CUDA with the CUDA
+ * runtime's reason when there is no usable device (a CUDA build on a machine without a GPU or driver)
+ * or `stream` reports an error of earlier work; ADAPREC_ERR_INVALID_ARGUMENT when send or recv is not
+ * memory of the current device. Without ADAPREC_CHECK_AGREEMENT such a failure is reported on its
+ * rank only, like any invalid argument of AdaPrec_CommAllreduce. A CUDA error after the round (a
+ * kernel fault) fails the call there like a transport fault inside the algorithm: with ADAPREC_TIMEOUT
+ * set the other ranks time out or fail in the completion vote; without it they may wait.
+ *
+ * The communicator keeps one device codec per stream it was given (created on first use, kept until
+ * AdaPrec_CommFree; error-feedback residuals of a "+ef" key live in device memory on that stream
+ * between calls): every stream passed here must stay valid until AdaPrec_CommFree. Host calls
+ * (AdaPrec_CommAllreduce) on the same communicator stay host calls; a key's residuals move between
+ * host and device memory when a key switches. */
+int AdaPrec_CommAllreduceDevice(AdaPrec_Comm comm, const float *send, float *recv, int64_t count,
+                                const char *format, const char *algo, int average, const char *key,
+                                int flags, AdaPrec_CallStats *stats, void *stream);
+
 /* Error-feedback state (adaprec::Communicator). Save: writes the versioned blob into out when
  * capacity suffices and always sets *size to its length (call with out NULL to ask). Load replaces
  * all state. Reset: one key, or every key when key is NULL. */

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,10 +16,17 @@
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
+#include "algorithm/device_codec.hpp"
+#include "capi/capi_device.hpp"
 #include "codec/chunk_header.hpp"
 #include "communicator/signature_hash.hpp"
+#include "gpu/cuda_caller.hpp"
 
 struct AdaPrec_CommObject {
+  // AdaPrec_CommAllreduceDevice's codecs, one per stream the caller gave (created on first use, never
+  // dropped: a key's residuals may live in a codec's memory). Declared before the communicator so
+  // they outlive the residuals it holds.
+  std::map<void*, std::shared_ptr<adaprec::detail::DeviceCodec>> devices;
   adaprec::Communicator communicator;
 };
 
@@ -99,7 +108,7 @@ extern "C" int AdaPrec_CommCreate(MPI_Comm comm, AdaPrec_Comm* out) {
     *out = nullptr;
     ADAPREC_CHECK_ARG(comm != MPI_COMM_NULL, "MPI_COMM_NULL");
     requireMpi();
-    *out = new AdaPrec_CommObject{adaprec::makeMpiCommunicator(comm)};
+    *out = new AdaPrec_CommObject{{}, adaprec::makeMpiCommunicator(comm)};
   });
 }
 
@@ -121,19 +130,43 @@ extern "C" int AdaPrec_CommSize(AdaPrec_Comm comm, int* size) {
   });
 }
 
-extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float* recv, int64_t count,
-                                     const char* format, const char* algo, int average, const char* key,
-                                     int flags, AdaPrec_CallStats* stats) {
-  return guarded("AdaPrec_CommAllreduce", [&] {
+namespace {
+
+// The communicator's buffers live on `device` for one call (host memory again afterwards, also when
+// the call throws).
+class DeviceForCall {
+ public:
+  DeviceForCall(adaprec::Communicator& communicator, std::shared_ptr<adaprec::detail::DeviceCodec> device)
+      : communicator_(communicator), active_(device != nullptr) {
+    if (active_) communicator_.setDevice(std::move(device));
+  }
+  ~DeviceForCall() {
+    if (active_) communicator_.setDevice(nullptr);
+  }
+  DeviceForCall(const DeviceForCall&) = delete;
+  DeviceForCall& operator=(const DeviceForCall&) = delete;
+
+ private:
+  adaprec::Communicator& communicator_;
+  bool active_;
+};
+
+// AdaPrec_CommAllreduce, and with onDevice AdaPrec_CommAllreduceDevice on `stream`.
+int allreduceCall(const char* function, AdaPrec_Comm comm, const float* send, float* recv, int64_t count,
+                  const char* format, const char* algo, int average, const char* key, int flags,
+                  AdaPrec_CallStats* stats, bool onDevice, void* stream) {
+  return guarded(function, [&] {
     adaprec::Communicator& communicator = communicatorOf(comm);
     requireMpi();
     const bool check = (flags & (ADAPREC_CHECK_AGREEMENT | ADAPREC_LOCAL_INVALID)) != 0;
     ADAPREC_CHECK_ARG((flags & ~(ADAPREC_CHECK_AGREEMENT | ADAPREC_LOCAL_INVALID)) == 0,
                       "unknown flags " << flags);
     // Everything local is validated first; with the agreement check a local failure is reported to
-    // the other ranks before this rank throws, so nobody waits for it.
+    // the other ranks before this rank throws, so nobody waits for it. Whether this rank can reach
+    // its device is such a local check: a machine without a GPU fails here, not inside the round.
     adaprec::AllreduceOptions options;
     std::optional<Error> localError;
+    std::shared_ptr<adaprec::detail::DeviceCodec> device;
     if ((flags & ADAPREC_LOCAL_INVALID) != 0) {
       localError.emplace(ErrorCode::kInvalidArgument, "this rank's input is invalid (ADAPREC_LOCAL_INVALID)");
     } else {
@@ -146,8 +179,17 @@ extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float
         options.key = key != nullptr ? key : "";
         ADAPREC_CHECK_ARG(!options.format.errorFeedback || !options.key.empty(),
                           "format '" << format << "' uses error feedback and needs a key naming the tensor");
+        if (onDevice) {
+          const adaprec::detail::CapiDeviceBackend& backend = adaprec::detail::capiDeviceBackend();
+          backend.check(stream, send, recv, static_cast<std::size_t>(count) * sizeof(float));
+          std::shared_ptr<adaprec::detail::DeviceCodec>& cached = comm->devices[stream];
+          if (!cached) cached = backend.make(stream);
+          device = cached;
+        }
       } catch (const Error& e) {
         localError = e;
+      } catch (const std::exception& e) {  // bad_alloc making a codec, say: still this rank's alone
+        localError.emplace(ErrorCode::kInternal, e.what());
       }
     }
     if (!check && localError) throw *localError;
@@ -168,6 +210,7 @@ extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float
       options.checkEveryPath = true;
     }
     const float* source = send != nullptr ? send : recv;
+    const DeviceForCall onItsDevice(communicator, std::move(device));
     const adaprec::AllreduceStats s =
         communicator.allreduce(source, recv, static_cast<std::size_t>(count), options);
     if (stats != nullptr) {
@@ -182,6 +225,31 @@ extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float
       stats->totalSeconds = s.totalSeconds;
     }
   });
+}
+
+}  // namespace
+
+extern "C" int AdaPrec_CommAllreduce(AdaPrec_Comm comm, const float* send, float* recv, int64_t count,
+                                     const char* format, const char* algo, int average, const char* key,
+                                     int flags, AdaPrec_CallStats* stats) {
+  return allreduceCall("AdaPrec_CommAllreduce", comm, send, recv, count, format, algo, average, key, flags, stats,
+                       false, nullptr);
+}
+
+extern "C" int AdaPrec_CommAllreduceDevice(AdaPrec_Comm comm, const float* send, float* recv, int64_t count,
+                                           const char* format, const char* algo, int average, const char* key,
+                                           int flags, AdaPrec_CallStats* stats, void* stream) {
+  return allreduceCall("AdaPrec_CommAllreduceDevice", comm, send, recv, count, format, algo, average, key, flags,
+                       stats, true, stream);
+}
+
+extern "C" int AdaPrec_HasCuda(void) {
+  if (adaprec::detail::cudaBuilt()) {
+    lastError.clear();
+    return 1;
+  }
+  lastError = std::string("AdaPrec_HasCuda: ") + adaprec::detail::kBuildWithCuda;
+  return 0;
 }
 
 extern "C" int AdaPrec_CommSaveFeedback(AdaPrec_Comm comm, void* out, size_t capacity, size_t* size) {

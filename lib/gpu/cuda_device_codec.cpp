@@ -2,6 +2,7 @@
 
 #include "adaprec/error.hpp"
 #include "codec/chunk_header.hpp"
+#include "gpu/cuda_caller.hpp"
 
 #if defined(ADAPREC_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -124,7 +125,7 @@ std::shared_ptr<DeviceCodec> makeCudaDeviceCodec(void* stream) { return std::mak
 #else
 
 std::shared_ptr<DeviceCodec> makeCudaDeviceCodec(void*) {
-  ADAPREC_FAIL(ErrorCode::kUnsupported, "this AdaPrec build has no CUDA support (configure with -Dcuda=enabled)");
+  ADAPREC_FAIL(ErrorCode::kUnsupported, kBuildWithCuda);
 }
 
 #endif

@@ -5,9 +5,11 @@
     grad = np.ones(1 << 20, dtype=np.float32)
     stats = adaprec.allreduce(grad, format="fp8s", average=True)   # in place, MPI.COMM_WORLD
 
-Buffers are float32 numpy arrays or contiguous CPU torch tensors, passed by pointer (no copy). Every
-call is collective. By default (check=True) the ranks first compare count, format, algorithm and
-averaging, and whether each rank's buffer is usable, so a wrong dtype, a non-contiguous tensor or
+Buffers are float32 numpy arrays or contiguous torch tensors, passed by pointer (no copy): CPU
+tensors, and CUDA tensors when the library was built with CUDA (built_with_cuda(); the reduction is
+ordered on the tensor's current CUDA stream, see Communicator.allreduce). Every call is collective.
+By default (check=True) the ranks first compare count, format, algorithm and averaging, and whether
+each rank's buffer is usable, so a wrong dtype, a non-contiguous tensor or
 different sizes on different ranks raise an exception on every rank (the bad rank gets TypeError or
 ValueError naming the problem, the others PeerInvalidError or MismatchError) instead of hanging.
 check=False skips that one small extra allreduce. The C API underneath is AdaPrec_Comm* in
@@ -16,6 +18,7 @@ docs/algorithms.md.
 """
 
 import atexit
+import contextlib
 import ctypes
 import sys
 import threading
@@ -25,7 +28,8 @@ from . import _capi
 
 __all__ = [
     "AdaPrecError", "InvalidArgumentError", "MismatchError", "PeerInvalidError", "UnsupportedError",
-    "TransportError", "Stats", "Communicator", "allreduce", "communicator",
+    "TransportError", "CudaError", "Stats", "Communicator", "allreduce", "communicator",
+    "built_with_cuda",
 ]
 
 
@@ -57,6 +61,10 @@ class TransportError(AdaPrecError):
     """MPI failed underneath."""
 
 
+class CudaError(AdaPrecError):
+    """The CUDA runtime failed: no usable GPU or driver, or an error of earlier work on the stream."""
+
+
 _ERRORS = {
     _capi.ERR_INVALID_ARGUMENT: InvalidArgumentError,
     _capi.ERR_MALFORMED_INPUT: InvalidArgumentError,
@@ -64,6 +72,7 @@ _ERRORS = {
     _capi.ERR_UNSUPPORTED: UnsupportedError,
     _capi.ERR_TRANSPORT: TransportError,
     _capi.ERR_PEER_INVALID: PeerInvalidError,
+    _capi.ERR_CUDA: CudaError,
 }
 
 
@@ -105,9 +114,24 @@ class Stats:
         return self.fp32_bytes / self.wire_bytes if self.wire_bytes else 1.0
 
 
+def built_with_cuda():
+    """True when the loaded libadaprec was built with CUDA, so allreduce takes CUDA tensors (whether
+    this machine has a GPU is another matter: without one the call raises CudaError)."""
+    return bool(_capi.lib.AdaPrec_HasCuda())
+
+
+def _require_cuda_build(name, x):
+    """Raises UnsupportedError saying how to build with CUDA unless the library has it."""
+    if _capi.lib.AdaPrec_HasCuda():
+        return
+    how = _capi.lib.AdaPrec_LastError().decode(errors="replace").split(": ", 1)[-1]
+    raise UnsupportedError(f"{name} is a CUDA tensor ({x.device}) but {how}; or pass {name}.cpu()",
+                           _capi.ERR_UNSUPPORTED)
+
+
 def _buffer(x, name, writable):
-    """(address, element count) of a usable buffer; raises TypeError or ValueError naming the
-    problem otherwise."""
+    """(address, element count, CUDA device index or None for host memory) of a usable buffer; raises
+    TypeError, ValueError or UnsupportedError naming the problem otherwise."""
     torch = sys.modules.get("torch")  # a torch tensor can only exist once torch was imported
     if torch is not None and isinstance(x, torch.Tensor):
         if x.layout != torch.strided:
@@ -117,21 +141,19 @@ def _buffer(x, name, writable):
             raise TypeError(f"{name} is a quantized tensor ({x.dtype}); AdaPrec reduces torch.float32")
         if x.dtype != torch.float32:
             raise TypeError(f"{name} has dtype {x.dtype}; AdaPrec reduces torch.float32")
+        device = None
         if x.device.type == "cuda":
-            # UnsupportedError is a ValueError's sibling: an AdaPrecError the agreement round carries.
-            raise UnsupportedError(
-                f"{name} is a CUDA tensor ({x.device}); this adaprec build reduces host memory only: the "
-                f"CUDA tensor path needs a CUDA build of the Python module, which does not exist yet "
-                f"(docs/gpu.md, 'Status and next steps'); pass {name}.cpu(), or use DDP's nccl backend without the hook")
-        if x.device.type != "cpu":
-            raise ValueError(f"{name} is on {x.device}; the Python module takes CPU tensors")
+            _require_cuda_build(name, x)
+            device = x.device.index if x.device.index is not None else 0
+        elif x.device.type != "cpu":
+            raise ValueError(f"{name} is on {x.device}; the Python module takes CPU and CUDA tensors")
         if not x.is_contiguous():
             raise ValueError(f"{name} is not contiguous; pass tensor.contiguous()")
         count = x.numel()
         address = x.data_ptr() if count else 0
         if count and not address:
             raise ValueError(f"{name} has no data in memory")
-        return address, count
+        return address, count, device
     try:
         import numpy
     except ImportError:  # without numpy only torch tensors can be passed
@@ -144,7 +166,7 @@ def _buffer(x, name, writable):
         if writable and not x.flags.writeable:
             raise ValueError(f"{name} is read-only")
         count = x.size
-        return (x.__array_interface__["data"][0] if count else 0), count
+        return (x.__array_interface__["data"][0] if count else 0), count, None
     raise TypeError(f"{name} must be a float32 numpy array or torch tensor, not {type(x).__name__}")
 
 
@@ -157,23 +179,52 @@ def _text(value, name):
     return value.encode()
 
 
-def _arguments(tensor, out, format, algo, average, key):
-    """Everything allreduce needs from its arguments: (send, recv, count, format, algo, average, key),
-    or an exception naming what is wrong. Whatever examining them raises is caught, so that a bad
-    argument on one rank is reported through the agreement round instead of leaving the others
-    waiting in it."""
+def _where(device):
+    return "in host memory" if device is None else f"on cuda:{device}"
+
+
+def _cuda_stream(device, stream):
+    """(stream handle, whether cuda:device must be made current for the call) for CUDA buffers on
+    `device`; stream None: torch's current stream of that device."""
+    torch = sys.modules["torch"]
     try:
-        send, count = _buffer(tensor, "tensor", writable=out is None)
+        if stream is None:
+            stream = torch.cuda.current_stream(device)
+        handle = stream if isinstance(stream, int) else stream.cuda_stream
+        switch = torch.cuda.current_device() != device
+    except Exception as e:  # noqa: BLE001 - a torch without CUDA cannot hold a real CUDA tensor
+        raise UnsupportedError(f"tensor is on cuda:{device} but torch cannot give its CUDA stream "
+                               f"({type(e).__name__}: {e})", _capi.ERR_UNSUPPORTED) from e
+    if not isinstance(handle, int):
+        raise TypeError(f"stream must be a torch.cuda.Stream or its cuda_stream int, "
+                        f"not {type(stream).__name__}")
+    return handle, switch
+
+
+def _arguments(tensor, out, format, algo, average, key, stream=None):
+    """Everything allreduce needs from its arguments: ((send, recv, count, format, algo, average,
+    key), cuda) with cuda None for host buffers or (device index, stream handle, switch device), or an
+    exception naming what is wrong. Whatever examining them raises is caught, so that a bad argument
+    on one rank is reported through the agreement round instead of leaving the others waiting in
+    it."""
+    try:
+        send, count, device = _buffer(tensor, "tensor", writable=out is None)
         recv = send
         if out is not None:
-            recv, out_count = _buffer(out, "out", writable=True)
+            recv, out_count, out_device = _buffer(out, "out", writable=True)
+            if out_device != device:
+                raise ValueError(f"tensor is {_where(device)} and out {_where(out_device)}; "
+                                 f"pass both on the same device")
             if out_count != count:
                 raise ValueError(f"out has {out_count} elements, tensor has {count}")
             size = 4 * count
             if count and recv != send and send < recv + size and recv < send + size:
                 raise ValueError("out overlaps tensor; pass the same buffer (in place) or a separate one")
-        return (send, recv, count, _text(format, "format"), _text(algo, "algo"),
-                1 if bool(average) else 0, None if key is None else _text(key, "key")), None
+        cuda = None
+        if device is not None:
+            cuda = (device,) + _cuda_stream(device, stream)
+        return ((send, recv, count, _text(format, "format"), _text(algo, "algo"),
+                 1 if bool(average) else 0, None if key is None else _text(key, "key")), cuda), None
     except Exception as e:  # noqa: BLE001 - any failure here is this rank's invalid input
         return None, e
 
@@ -223,7 +274,7 @@ class Communicator:
         return self._handle
 
     def allreduce(self, tensor, format="fp32", algo="auto", average=False, key=None, out=None,
-                  check=True):
+                  check=True, stream=None):
         """Sums `tensor` over all ranks, in place (or into `out`), and returns this rank's Stats.
 
         format: "fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3", "table1".."table8", "table3z".."table8z",
@@ -231,21 +282,38 @@ class Communicator:
         kept). algo: "auto", "native", "ring", "twoshot", "rabenseifner", "recursive_doubling", "hierarchical".
         check=True (the default): a bad argument on one rank raises there (TypeError/ValueError) and
         PeerInvalidError on the others; ranks that disagree all raise MismatchError. check=False skips
-        that round where the library checks anyway; a bad argument then raises on its rank only."""
+        that round where the library checks anyway; a bad argument then raises on its rank only.
+
+        CUDA tensors (tensor and out on the same device; a library built with CUDA, else
+        UnsupportedError saying how to build one): the reduction is queued on `stream` (a
+        torch.cuda.Stream or its cuda_stream handle; default torch.cuda.current_stream of the
+        tensor's device), after the work already queued there, and the call returns once that stream
+        has run it: the result is in place and the stream has drained (AdaPrec_CommAllreduceDevice in
+        adaprec/adaprec_mpi.h). Work on other streams is not waited for. No usable GPU: CudaError.
+        `stream` is ignored for host buffers."""
         handle = self._live()
         _require_mpi()
-        arguments, problem = _arguments(tensor, out, format, algo, average, key)
+        arguments, problem = _arguments(tensor, out, format, algo, average, key, stream)
         if problem is not None and not check:
             raise problem
         flags = _capi.CHECK_AGREEMENT if check else 0
         if problem is not None:
             flags |= _capi.LOCAL_INVALID
-            arguments = (0, 0, 0, None, None, 0, None)
-        send, recv, count, format_bytes, algo_bytes, average_flag, key_bytes = arguments
+            arguments = ((0, 0, 0, None, None, 0, None), None)
+        (send, recv, count, format_bytes, algo_bytes, average_flag, key_bytes), cuda = arguments
         stats = _capi.CallStats()
-        code = _capi.lib.AdaPrec_CommAllreduce(
-            handle, ctypes.c_void_p(send), ctypes.c_void_p(recv), count, format_bytes, algo_bytes,
-            average_flag, key_bytes, flags, ctypes.byref(stats))
+        if cuda is None:
+            code = _capi.lib.AdaPrec_CommAllreduce(
+                handle, ctypes.c_void_p(send), ctypes.c_void_p(recv), count, format_bytes, algo_bytes,
+                average_flag, key_bytes, flags, ctypes.byref(stats))
+        else:
+            device, stream_handle, switch = cuda
+            # The library takes buffers of the current device (a DDP hook thread starts on cuda:0).
+            with sys.modules["torch"].cuda.device(device) if switch else contextlib.nullcontext():
+                code = _capi.lib.AdaPrec_CommAllreduceDevice(
+                    handle, ctypes.c_void_p(send), ctypes.c_void_p(recv), count, format_bytes,
+                    algo_bytes, average_flag, key_bytes, flags, ctypes.byref(stats),
+                    ctypes.c_void_p(stream_handle))
         if problem is not None:
             raise problem  # the other ranks were told and raise PeerInvalidError
         _check(code)
@@ -372,7 +440,7 @@ def communicator(comm=None):
 
 
 def allreduce(tensor, format="fp32", algo="auto", average=False, comm=None, key=None, out=None,
-              check=True):
+              check=True, stream=None):
     """Communicator.allreduce on the cached Communicator of `comm` (default MPI.COMM_WORLD)."""
     return communicator(comm).allreduce(tensor, format=format, algo=algo, average=average, key=key,
-                                        out=out, check=check)
+                                        out=out, check=check, stream=stream)

@@ -70,6 +70,13 @@ def _declare(lib):
             [c_comm, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
              ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, P(CallStats)],
         ),
+        "AdaPrec_HasCuda": (ctypes.c_int, []),
+        "AdaPrec_CommAllreduceDevice": (
+            ctypes.c_int,
+            [c_comm, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
+             ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, P(CallStats),
+             ctypes.c_void_p],
+        ),
         "AdaPrec_CommSaveFeedback": (
             ctypes.c_int, [c_comm, ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_size_t)]),
         "AdaPrec_CommLoadFeedback": (ctypes.c_int, [c_comm, ctypes.c_char_p, ctypes.c_size_t]),

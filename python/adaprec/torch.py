@@ -6,8 +6,11 @@
     model = torch.nn.parallel.DistributedDataParallel(net)
     model.register_comm_hook(adaprec.torch.HookState(format="fp8s+ef"), adaprec.torch.hook)
 
-Each gradient bucket is summed through AdaPrec over MPI (not through gloo) in the bucket's format and
-averaged. Error feedback ("+ef") keeps one residual per bucket element; DDP regroups parameters into
+Each gradient bucket is summed through AdaPrec over MPI (not through gloo or nccl) in the bucket's
+format and averaged. CUDA buckets (a library built with CUDA) are reduced in device memory, ordered on
+the CUDA stream that was current when DDP handed the bucket over; the process group may then be
+DDP's nccl (init_process_group("nccl"), one GPU per rank: torch.cuda.set_device first), which DDP
+still uses for its own broadcasts while the hook replaces its allreduce. Error feedback ("+ef") keeps one residual per bucket element; DDP regroups parameters into
 new buckets after its first iteration (the bucket rebuild), so residuals are keyed by the bucket's
 parameters and moved, parameter by parameter, into the new layout when the grouping changes.
 """
@@ -170,10 +173,11 @@ class HookState:
         self.communicator.set_feedback(key, algorithm, list(moved))
         self.migrations += 1
 
-    def _reduce(self, buffer, spec, layout):
+    def _reduce(self, buffer, spec, layout, stream=None):
         """layout: the bucket's _Layout with error feedback, else None. spec: a format spec, or the
         exception that choosing one raised: this rank then takes part in the agreement round as
-        invalid (the others raise PeerInvalidError) and raises it."""
+        invalid (the others raise PeerInvalidError) and raises it. stream: a CUDA bucket's stream
+        (the hook's current one: the worker thread has its own)."""
         if isinstance(spec, Exception):
             try:
                 self.communicator.allreduce(buffer, format=None, algo=self.algo, check=self.check)
@@ -182,7 +186,7 @@ class HookState:
             raise spec
         key = self._key_for_layout(layout) if layout is not None else None
         stats = self.communicator.allreduce(buffer, format=spec, algo=self.algo, average=True, key=key,
-                                            check=self.check)
+                                            check=self.check, stream=stream)
         self.calls += 1
         self.wire_bytes += stats.wire_bytes
         self.fp32_bytes += stats.fp32_bytes
@@ -193,8 +197,8 @@ class HookState:
             job = jobs.get()
             if job is None:
                 return
-            future, buffer, spec, layout = job
-            _complete(future, lambda: self._reduce(buffer, spec, layout), buffer)
+            future, buffer, spec, layout, stream = job
+            _complete(future, lambda: self._reduce(buffer, spec, layout, stream), buffer)
 
 
 class _Failure:
@@ -251,20 +255,31 @@ def _offsets(bucket):
     return offsets
 
 
+def _process_group_device():
+    """Where the default process group's collectives take tensors: nccl's on this rank's GPU."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def hook(state, bucket):
     """DDP communication hook: sum and average the bucket through AdaPrec; the future completes when
     the bucket holds the average."""
     buffer = bucket.buffer()
+    stream = None
     try:
         spec = state.format_for(bucket)
         layout = _Layout(bucket) if isinstance(spec, str) and "+ef" in spec else None
+        if buffer.is_cuda:  # the stream the bucket's gradients were queued on
+            stream = torch.cuda.current_stream(buffer.device)
     except Exception as e:  # noqa: BLE001 - reported through the agreement round, see _reduce
         spec, layout = e, None
-    future = torch.futures.Future()
+    # A future holding a CUDA tensor must name its device (torch.futures.Future).
+    future = torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
     if state._queue is not None:
-        state._queue.put((future, buffer, spec, layout))
+        state._queue.put((future, buffer, spec, layout, stream))
     else:
-        _complete(future, lambda: state._reduce(buffer, spec, layout), buffer)
+        _complete(future, lambda: state._reduce(buffer, spec, layout, stream), buffer)
     return future
 
 
@@ -566,16 +581,17 @@ class AdaptivePrecision:
 
         if not dist.is_initialized():
             return value
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=_process_group_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
 
     def _agree(self, choice, continuation):
         import torch.distributed as dist
 
-        t = torch.tensor([int(choice), int(continuation)], dtype=torch.int64)
-        if dist.is_initialized():
-            dist.broadcast(t, src=0)
+        if not dist.is_initialized():
+            return int(choice), int(continuation)
+        t = torch.tensor([int(choice), int(continuation)], dtype=torch.int64, device=_process_group_device())
+        dist.broadcast(t, src=0)
         return int(t[0]), int(t[1])
 
     # ---- state -------------------------------------------------------------------------------------

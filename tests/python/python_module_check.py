@@ -53,6 +53,70 @@ def expect_error(kinds_by_rank, what, call):
     return None
 
 
+def expect_cuda_error(kinds, what, call, bad):
+    """call() must raise one of `kinds` on rank `bad` (returns its message) and PeerInvalidError on
+    the others."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the class is checked below
+        ok = isinstance(e, kinds) if rank == bad else isinstance(e, adaprec.PeerInvalidError)
+        check(ok, f"{what}: got {type(e).__name__}: {e}")
+        return str(e) if ok and rank == bad else None
+    check(False, f"{what}: no exception")
+    return None
+
+
+def check_cuda_tensors(torch, bad):
+    """CUDA tensors: a subclass that reports cuda:0 (this torch is CPU-only, its data is host memory).
+    A build without CUDA refuses it saying how to build with CUDA; a CUDA build hands it to the
+    library's device entry (AdaPrec_CommAllreduceDevice) once torch.cuda can give a stream (stubbed
+    below), where the CUDA runtime refuses it: no usable device here, or on a machine with a GPU not
+    device memory. Each error reaches every rank through the agreement round."""
+    import types
+
+    class FakeCuda(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    cuda = torch.Tensor._make_subclass(FakeCuda, torch.ones(1000))
+    built = adaprec.built_with_cuda()
+    check(built == bool(adaprec._capi.lib.AdaPrec_HasCuda()), "built_with_cuda() is AdaPrec_HasCuda()")
+    message = expect_cuda_error(adaprec.UnsupportedError if not built else adaprec.AdaPrecError,
+                                "CUDA tensor on one rank",
+                                lambda: adaprec.allreduce(cuda if rank == bad else torch.ones(1000)), bad)
+    if rank == bad and message is not None:
+        if built:  # a CPU-only torch has no stream to give (or, with a GPU, host memory is refused)
+            check("CUDA" in message or "cuda" in message, f"CUDA tensor message (CUDA build): {message}")
+        else:
+            check("-Dcuda=enabled" in message and "-Csetup-args=-Dcuda=enabled" in message
+                  and ".cpu()" in message, f"CUDA tensor message (build without CUDA): {message}")
+    # Mixed devices are refused before the round (a build without CUDA refuses the CUDA one).
+    message = expect_cuda_error(ValueError if built else adaprec.UnsupportedError, "tensor on the CPU, out on CUDA",
+                                lambda: adaprec.allreduce(torch.ones(1000), out=cuda if rank == bad
+                                                          else torch.ones(1000)), bad)
+    if rank == bad and built and message is not None:
+        check("same device" in message, f"mixed-device message: {message}")
+    # torch.cuda stubbed as a CUDA torch would answer: the call reaches the library's device entry.
+    saved = torch.cuda.current_stream, torch.cuda.current_device
+    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(cuda_stream=0)
+    torch.cuda.current_device = lambda: 0
+    try:
+        kinds = (adaprec.CudaError, adaprec.InvalidArgumentError) if built else adaprec.UnsupportedError
+        message = expect_cuda_error(kinds, "CUDA tensor through the device entry",
+                                    lambda: adaprec.allreduce(cuda if rank == bad else torch.ones(1000)), bad)
+        if rank == bad and message is not None:
+            check("AdaPrec_CommAllreduceDevice" in message if built else "-Dcuda=enabled" in message,
+                  f"device entry message: {message}")
+            print(f"rank {rank}: a CUDA tensor here gives: {message}", flush=True)
+    finally:
+        torch.cuda.current_stream, torch.cuda.current_device = saved
+    # The communicator is in step afterwards.
+    t = torch.ones(1000) * (rank + 1)
+    adaprec.allreduce(t, format="fp16", algo="ring")
+    check(bool(torch.all(t == size * (size + 1) / 2)), "allreduce after the CUDA-tensor errors")
+
+
 def main():
     faulthandler.dump_traceback_later(120, exit=True)  # a hang fails the test with a traceback
     cases_path, reference_dir = sys.argv[1], sys.argv[2]
@@ -122,17 +186,7 @@ def main():
         expect_error(own_or_peer(ValueError), "meta tensor on one rank",
                      lambda: adaprec.allreduce(torch.ones(1000, device="meta") if rank == bad
                                                else torch.ones(1000)))
-        # A CUDA tensor (a subclass that reports cuda:0: this torch is CPU-only) is refused saying why.
-        class FakeCuda(torch.Tensor):
-            @property
-            def device(self):
-                return torch.device("cuda", 0)
-
-        cuda = torch.Tensor._make_subclass(FakeCuda, torch.ones(1000))
-        message = expect_error(own_or_peer(adaprec.UnsupportedError), "CUDA tensor on one rank",
-                               lambda: adaprec.allreduce(cuda if rank == bad else torch.ones(1000)))
-        if rank == bad and message is not None:
-            check("CUDA" in message and ".cpu()" in message, f"CUDA tensor message: {message}")
+        check_cuda_tensors(torch, bad)
         quantized = torch.quantize_per_tensor(torch.ones(1000), 0.1, 0, torch.qint8)
         expect_error(own_or_peer(TypeError), "quantized tensor on one rank",
                      lambda: adaprec.allreduce(quantized if rank == bad else torch.ones(1000)))
