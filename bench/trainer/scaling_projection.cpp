@@ -39,24 +39,9 @@ int main(int argc, char** argv) {
     if (!in) throw std::runtime_error("cannot read " + calibrationPath);
     std::stringstream text;
     text << in.rdbuf();
-    // Accept the file whatever its topology: the projection re-targets it below.
+    // Any topology: the projection re-targets it below.
     std::string why;
-    detail::CalibrationTopology any;
-    {
-      const std::string s = text.str();
-      const auto rankLine = s.find("\nranks ");
-      const auto nodeLine = s.find("\nnodes ");
-      const auto perNodeLine = s.find("\nranks_per_node ");
-      const auto isaLine = s.find("\nisa ");
-      if (rankLine == std::string::npos || nodeLine == std::string::npos || perNodeLine == std::string::npos ||
-          isaLine == std::string::npos)
-        throw std::runtime_error(calibrationPath + " is not an AdaPrec calibration file");
-      any.ranks = std::stoi(s.substr(rankLine + 7));
-      any.nodes = std::stoi(s.substr(nodeLine + 7));
-      any.ranksPerNode = std::stoi(s.substr(perNodeLine + 16));
-      any.isa = s.substr(isaLine + 5, s.find('\n', isaLine + 5) - (isaLine + 5));
-    }
-    std::optional<detail::Calibration> calibration = detail::parseCalibration(text.str(), any, why);
+    std::optional<detail::Calibration> calibration = detail::parseCalibrationText(text.str(), why);
     if (!calibration) throw std::runtime_error(calibrationPath + ": " + why);
     if (calibration->topology.ranksPerNode != 1)
       throw std::runtime_error("the projection needs a calibration measured with one rank per node");

@@ -164,8 +164,7 @@ std::string serializeCalibration(const Calibration& c) {
   return out.str();
 }
 
-std::optional<Calibration> parseCalibration(std::string_view text, const CalibrationTopology& expected,
-                                            std::string& why) {
+std::optional<Calibration> parseCalibrationText(std::string_view text, std::string& why) {
   Calibration c;
   bool seen[8] = {};  // ranks nodes ranks_per_node isa intra inter loaded magic
   std::size_t lineNumber = 0;
@@ -228,6 +227,14 @@ std::optional<Calibration> parseCalibration(std::string_view text, const Calibra
   }
   if (c.native.empty()) return fail("no native point");
   if (c.codec.count(Format::kFp32) == 0) return fail("no fp32 codec line");
+  return c;
+}
+
+std::optional<Calibration> parseCalibration(std::string_view text, const CalibrationTopology& expected,
+                                            std::string& why) {
+  std::optional<Calibration> parsed = parseCalibrationText(text, why);
+  if (!parsed) return std::nullopt;
+  const Calibration& c = *parsed;
   if (!(c.topology == expected)) {
     std::ostringstream s;
     s << "measured on another topology (file: " << c.topology.ranks << " ranks, " << c.topology.nodes << " nodes, "

@@ -85,6 +85,9 @@ double predictSeconds(const Calibration& calibration, Algorithm algorithm, Forma
 std::string serializeCalibration(const Calibration& calibration);
 std::optional<Calibration> parseCalibration(std::string_view text, const CalibrationTopology& expected,
                                             std::string& why);
+// The same without the topology check (tools that re-target a calibration, such as
+// adaprec-scaling-projection).
+std::optional<Calibration> parseCalibrationText(std::string_view text, std::string& why);
 
 // A few lines describing the calibration (for ADAPREC_DEBUG and adaprec-bench --model).
 std::string describeCalibration(const Calibration& calibration, std::string_view linePrefix);
