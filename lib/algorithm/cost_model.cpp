@@ -225,6 +225,10 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
   for (int i = 0; i < 7; ++i) {
     if (!seen[i]) return fail("missing ranks, nodes, ranks_per_node, isa, intra, inter or loaded");
   }
+  const CalibrationTopology& t = c.topology;
+  if (t.nodes > t.ranks || t.ranksPerNode > t.ranks ||
+      static_cast<long long>(t.ranksPerNode) * t.nodes < static_cast<long long>(t.ranks))
+    return fail("inconsistent topology (ranks, nodes and ranks_per_node do not fit together)");
   if (c.native.empty()) return fail("no native point");
   if (c.codec.count(Format::kFp32) == 0) return fail("no fp32 codec line");
   return c;

@@ -150,6 +150,18 @@ TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign o
   CHECK(refused(text + "colour blue\n", c.topology));
   CHECK(refused(replaced("codec fp32", "codec fp33"), c.topology));
   CHECK(refused(replaced("\nnative 1048576", "\nnative 100"), c.topology));  // sizes must ascend
+  {
+    // A topology that cannot exist (found by fuzz_calibration: predictions came out negative), even
+    // when the job claims the same: more nodes than ranks, or a node fuller than the job.
+    std::string impossible = replaced("ranks 4", "ranks 2");
+    CHECK(refused(impossible, CalibrationTopology{2, 4, 1, "test"}));
+    std::string crowded = replaced("ranks_per_node 1", "ranks_per_node 5");
+    CHECK(refused(crowded, CalibrationTopology{4, 4, 5, "test"}));
+    std::string reason;
+    CHECK_FALSE(parseCalibrationText(impossible, reason).has_value());
+    CHECK(reason.find("inconsistent topology") != std::string::npos);
+    CHECK(parseCalibrationText(text, reason).has_value());
+  }
   // Another topology: each field.
   for (CalibrationTopology other : {CalibrationTopology{5, 4, 1, "test"}, CalibrationTopology{4, 2, 2, "test"},
                                     CalibrationTopology{4, 4, 2, "test"}, CalibrationTopology{4, 4, 1, "avx2"}})
