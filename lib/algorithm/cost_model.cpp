@@ -75,7 +75,10 @@ std::string exact(double v) {
 bool parseNumber(std::string_view text, double& value) {
   if (text.empty() || text.front() == '-' || text.front() == '+') return false;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) && value >= 0;
+  // Bounded so that every prediction from the file stays finite (fuzz_calibration: an alpha of 7.7e307
+  // made them infinite): no measured time, size or speed comes near 1e15.
+  return ec == std::errc() && end == text.data() + text.size() && std::isfinite(value) && value >= 0 &&
+         value <= 1e15;
 }
 
 bool parseInt(std::string_view text, int& value) {
@@ -201,11 +204,11 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
       const int index = key == "intra" ? 4 : key == "inter" ? 5 : 6;
       LinkCost& l = index == 4 ? c.intra : index == 5 ? c.inter : c.loaded;
       if (w.size() != 3 || !parseNumber(w[1], l.alphaSeconds) || !parseNumber(w[2], l.bytesPerSecond) ||
-          l.bytesPerSecond <= 0 || !once(index))
+          l.bytesPerSecond < 1 || !once(index))
         return fail("bad or repeated " + std::string(key) + " link");
     } else if (key == "native") {
       std::pair<double, double> point;
-      if (w.size() != 3 || !parseNumber(w[1], point.first) || !parseNumber(w[2], point.second) || point.first <= 0 ||
+      if (w.size() != 3 || !parseNumber(w[1], point.first) || !parseNumber(w[2], point.second) || point.first < 1 ||
           (!c.native.empty() && point.first <= c.native.back().first))
         return fail("bad native point (sizes must ascend)");
       c.native.push_back(point);

@@ -73,7 +73,6 @@ class ReductionPipeline {
   GradientReducer& reducer_;
   bool automatic_ = false;  // made with kAuto
   ReductionMode mode_;
-  std::unique_ptr<CommThread> thread_;  // not for sequential
   // One step of sequential/overlap.
   std::span<float> grads_;
   std::vector<LayerRange> layers_;
@@ -86,6 +85,9 @@ class ReductionPipeline {
   bool inFlightCounted_ = true;
   ReduceStats inFlightStats_;  // written by the communication thread until waited for
   ReduceStats uncounted_;
+  // Last: destroyed first, so its destructor waits for a running job before the buffers that job uses
+  // are freed (TSan saw the vectors freed under a job). Not for sequential.
+  std::unique_ptr<CommThread> thread_;
 };
 
 }  // namespace adaprec::trainer
