@@ -25,10 +25,8 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$build" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-# Per-layer calls (the overlap unit); twoshot between nodes (auto's choice there); one evaluation of a
-# few images at the end, so that the run is almost all training steps.
-common="--batch 32 --lr 0.01 --epochs 1 --train-limit 12800 --max-steps $steps --eval-samples 200"
-common="$common --bucketing layer --algo twoshot --reducer adaprec --no-progress"
+. "$here/bench/trainer/reduction_runs.sh"
+common=$(reduction_bench_options "$steps")
 echo "# $(date -u +%FT%TZ) common: $common" >> "$out/commands.txt"
 for rate in $rates; do
   launcher="$here/tools/vcluster run --prefix ${ADAPREC_OVERLAP_PREFIX:-adaprec-ovl} --nodes ${ADAPREC_OVERLAP_NODES:-4} --ranks-per-node 1"
@@ -37,11 +35,8 @@ for rate in $rates; do
     for format in $formats; do
       for mode in $modes; do
         log="$out/$rate-$model-$format-$mode.jsonl"
-        rm -f "$log"
-        cmd="$launcher $build/tools/train/adaprec-train $common --model $model --format $format --reduction $mode --log $log"
-        echo "$cmd" >> "$out/commands.txt"
-        if $cmd > "${log%.jsonl}.stderr" 2>&1; then status=ok; else status=failed; fi
-        echo "$rate $model $format $mode: $status"
+        run_logged "$out" "$log" "$rate $model $format $mode" $launcher "$build/tools/train/adaprec-train" $common \
+          --model "$model" --format "$format" --reduction "$mode" --log "$log"
       done
     done
   done

@@ -22,9 +22,8 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$build" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-# The same settings as overlap_bench.sh (per-layer calls, twoshot, one small evaluation at the end).
-common="--model $model --batch 32 --lr 0.01 --epochs 1 --train-limit 12800 --max-steps $steps --eval-samples 200"
-common="$common --bucketing layer --algo twoshot --reducer adaprec --no-progress"
+. "$here/bench/trainer/reduction_runs.sh"
+common="--model $model $(reduction_bench_options "$steps")"
 echo "# $(date -u +%FT%TZ) rate=$rate common: $common" >> "$out/commands.txt"
 for nodes in 1 2 4; do
   launcher="$here/tools/vcluster run --prefix ${ADAPREC_SCALING_PREFIX:-adaprec-scl} --nodes $nodes"
@@ -32,11 +31,8 @@ for nodes in 1 2 4; do
   for format in $formats; do
     for mode in $modes; do
       log="$out/$nodes-$format-$mode.jsonl"
-      rm -f "$log"
-      cmd="$launcher $build/tools/train/adaprec-train $common --format $format --reduction $mode --log $log"
-      echo "$cmd" >> "$out/commands.txt"
-      if $cmd > "${log%.jsonl}.stderr" 2>&1; then status=ok; else status=failed; fi
-      echo "$nodes nodes $format $mode: $status"
+      run_logged "$out" "$log" "$nodes nodes $format $mode" $launcher "$build/tools/train/adaprec-train" $common \
+        --format "$format" --reduction "$mode" --log "$log"
     done
   done
 done
