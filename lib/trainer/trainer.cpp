@@ -67,13 +67,12 @@ Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset tes
                                                                                        : config_.reduction;
   pipeline_ = std::make_unique<ReductionPipeline>(*reducer_, pipelineMode);
   if (tune) tuner_ = std::make_unique<ReductionTuner>();
-  if (pipelineMode != ReductionMode::kSequential && pipelineMode != ReductionMode::kAuto) {
-    const int provided = threadLevel;
-    ADAPREC_CHECK_ARG(provided >= MPI_THREAD_SERIALIZED,
-                      "--reduction " << toString(config_.reduction)
-                                     << " reduces on a communication thread and needs MPI_THREAD_SERIALIZED; MPI was "
-                                        "initialized with a lower thread level (MPI_Init_thread)");
-  }
+  // An explicit overlap or double buffering needs the thread level; auto has fallen back above.
+  ADAPREC_CHECK_ARG(pipelineMode == ReductionMode::kSequential || pipelineMode == ReductionMode::kAuto ||
+                        threadLevel >= MPI_THREAD_SERIALIZED,
+                    "--reduction " << toString(config_.reduction)
+                                   << " reduces on a communication thread and needs MPI_THREAD_SERIALIZED; MPI was "
+                                      "initialized with a lower thread level (MPI_Init_thread)");
   sgd_ = std::make_unique<MomentumSgd>(model_->parameters().size(), config_.momentum, config_.weightDecay);
   if (!config_.checkpointDir.empty()) checkpoints_ = std::make_unique<CheckpointDirectory>(config_.checkpointDir, comm_);
   // This run's identity in its checkpoints: drawn on rank 0, the same on every rank; a resume replaces
