@@ -134,11 +134,14 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         context.comm.resetErrorFeedback();
 
         // One untimed call first: learns what ran and the bytes sent, and rejects combinations the
-        // engine does not serve (e.g. native with fp8) on every rank alike.
+        // engine does not serve (e.g. native with fp8) on every rank alike. auto's trial calls come
+        // before it, so the row shows (and times) what auto settled on.
         AllreduceStats stats;
         std::string rejection;
         try {
-          stats = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
+          const int untimed = requested == Algorithm::kAuto ? kAutoTrialCalls + 1 : 1;
+          for (int call = 0; call < untimed; ++call)
+            stats = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
         } catch (const Error& e) {
           if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
           rejection = e.what();

@@ -66,6 +66,11 @@ inline constexpr std::size_t kDefaultMinBytes = 65536;
 inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;  // 1 MiB of fp32
 // auto's default error budget: at most this many quantizations per value for lossy formats.
 inline constexpr int kDefaultMaxQuantizations = 2;
+// Where auto's cost model picks a compressed (engine) algorithm over native, the first calls of each
+// (format, size class) are a measured trial: one MPI_Allreduce, then kAutoTrialCalls - 1 calls of the
+// engine algorithm; every later call of that size class runs the faster, by the slowest rank's time
+// (docs/algorithms.md, "auto"). Benchmarks warm auto up for this many calls.
+inline constexpr int kAutoTrialCalls = 3;
 
 // What a Communicator is built with. Every rank must pass the same segmentCount and checksum (the
 // constructor checks, and refuses a mismatch with Error(kMismatch) on every rank); timeoutSeconds may

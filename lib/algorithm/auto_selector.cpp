@@ -1,6 +1,7 @@
 // auto's calibration cache, the ADAPREC_CALIBRATION file and the ADAPREC_DEBUG report.
 #include "algorithm/auto_selector.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -46,15 +47,68 @@ CalibrationTopology AutoSelector::topology() const {
           codec::hostKernels().isa};
 }
 
-Algorithm AutoSelector::choose(Transport& transport, Format format, std::size_t count) {
-  if (const std::optional<Algorithm> guarded = autoGuard(format, count, transport.size(), layout_.nodes())) {
+AutoSelector::SizeClassKey AutoSelector::keyOf(Format format, std::size_t count) {
+  const std::size_t bytes = count * sizeof(float);
+  return {format, bytes == 0 ? -1 : static_cast<int>(std::bit_width(bytes)) - 1};
+}
+
+std::optional<Algorithm> AutoSelector::modelChoice(Transport& transport, Format format, std::size_t count) {
+  if (autoGuard(format, count, transport.size(), layout_.nodes())) {
     report(transport, format, count, nullptr);
-    return *guarded;
+    return std::nullopt;
   }
   const AutoChoice choice = chooseAlgorithm(ensureCalibration(transport, format), format, count,
                                             settings_.maxQuantizations);
   report(transport, format, count, &choice);
   return choice.algorithm;
+}
+
+Algorithm AutoSelector::choose(Transport& transport, Format format, std::size_t count) {
+  const std::optional<Algorithm> model = modelChoice(transport, format, count);
+  if (!model || *model == Algorithm::kNative) return Algorithm::kNative;
+  const auto it = trials_.find(keyOf(format, count));
+  return it != trials_.end() && it->second.settled ? *it->second.settled : *model;
+}
+
+AutoCall AutoSelector::nextCall(Transport& transport, Format format, std::size_t count) {
+  const std::optional<Algorithm> model = modelChoice(transport, format, count);
+  if (!model || *model == Algorithm::kNative) return {Algorithm::kNative, false};
+  Trial& trial = trials_[keyOf(format, count)];
+  if (trial.settled) return {*trial.settled, false};
+  if (trial.engine == Algorithm::kNative) trial.engine = *model;
+  // Native first: the first call of a size class gets the safe answer whatever the trial shows.
+  trial.runningNative = trial.nativePerElement < 0;
+  return {trial.runningNative ? Algorithm::kNative : trial.engine, true};
+}
+
+bool AutoSelector::inTrial(Format format, std::size_t count) const {
+  const auto it = trials_.find(keyOf(format, count));
+  return it != trials_.end() && !it->second.settled;
+}
+
+void AutoSelector::recordTrial(Transport& transport, Format format, std::size_t count, double seconds) {
+  // Non-negative doubles order as their bits: the max of the bits is the slowest rank's time.
+  std::uint64_t bits = std::bit_cast<std::uint64_t>(std::max(seconds, 0.0));
+  transport.allreduceMax(&bits, 1);
+  const double perElement = std::bit_cast<double>(bits) / static_cast<double>(std::max<std::size_t>(count, 1));
+  Trial& trial = trials_[keyOf(format, count)];
+  if (trial.settled) return;
+  if (trial.runningNative) {
+    trial.nativePerElement = perElement;
+    return;
+  }
+  trial.enginePerElement = trial.engineCalls == 0 ? perElement : std::min(trial.enginePerElement, perElement);
+  if (++trial.engineCalls < kAutoTrialCalls - 1) return;
+  // Ties go to native: exact, and the safe side.
+  trial.settled = trial.enginePerElement < trial.nativePerElement ? trial.engine : Algorithm::kNative;
+  if (settings_.debug && transport.rank() == 0) {
+    const double elements = static_cast<double>(count);
+    std::fprintf(stderr, "adaprec: auto %s %s: trial measured native fp32 %s, %s %s -> %s\n", std::string(formatName(format)).c_str(),
+                 sizeText(elements * sizeof(float)).c_str(), secondsText(trial.nativePerElement * elements).c_str(),
+                 std::string(algorithmName(trial.engine)).c_str(),
+                 secondsText(trial.enginePerElement * elements).c_str(),
+                 std::string(algorithmName(*trial.settled)).c_str());
+  }
 }
 
 const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format format) {
@@ -128,7 +182,7 @@ void AutoSelector::save(Transport& transport) const {
 void AutoSelector::report(Transport& transport, Format format, std::size_t count, const AutoChoice* choice) {
   if (!settings_.debug || transport.rank() != 0) return;
   const std::size_t bytes = count * sizeof(float);
-  const int sizeClass = bytes == 0 ? -1 : static_cast<int>(std::bit_width(bytes)) - 1;
+  const int sizeClass = keyOf(format, count).second;
   if (!reported_.insert({format, sizeClass}).second) return;
   std::ostringstream line;
   line << "adaprec: auto " << formatName(format) << ' ' << sizeText(static_cast<double>(bytes)) << " (class "

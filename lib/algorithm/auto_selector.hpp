@@ -1,9 +1,11 @@
 // auto's state for one Communicator: the agreed calibration (probed at the first call that needs the
-// model, or reloaded from ADAPREC_CALIBRATION), cached for the communicator's life, and the
-// ADAPREC_DEBUG report of each choice. Used from the communicator's one thread.
+// model, or reloaded from ADAPREC_CALIBRATION), cached for the communicator's life; the measured
+// trial that confirms each choice of an engine algorithm over native; and the ADAPREC_DEBUG report of
+// each choice. Used from the communicator's one thread.
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,14 +23,34 @@ struct AutoSettings {
   bool debug = false;           // rank 0 prints each choice once per format and size class
 };
 
+// What auto runs for one call, and whether the call is one of a trial's measurements (then the
+// caller times it and passes the seconds to AutoSelector::recordTrial).
+struct AutoCall {
+  Algorithm algorithm = Algorithm::kNative;
+  bool trial = false;
+};
+
 class AutoSelector {
  public:
   AutoSelector(RankLayout layout, AutoSettings settings);
 
-  // auto's algorithm for this call (kNative: the transport's fp32 allreduce). Collective whenever the
-  // model is consulted for a format it has no codec measurement of yet (the first time only), so every
-  // rank must call it for the same (format, count) in the same order; the guard cases never are.
+  // auto's algorithm for this (format, count) (kNative: the transport's fp32 allreduce): the trial's
+  // outcome once the size class has one, else the model's choice. Collective whenever the model is
+  // consulted for a format it has no codec measurement of yet (the first time only), so every rank
+  // must call it for the same (format, count) in the same order; the guard cases never are.
   Algorithm choose(Transport& transport, Format format, std::size_t count);
+
+  // What the next allreduce of (format, count) runs. Where the model picks an engine algorithm over
+  // native, the first kAutoTrialCalls calls of the (format, size class) are a trial: one native call,
+  // then the engine algorithm's; their agreed times (recordTrial) decide what every later call runs,
+  // so auto never keeps an algorithm it measured slower than MPI_Allreduce. Collective as choose().
+  AutoCall nextCall(Transport& transport, Format format, std::size_t count);
+  // Collective, after a call nextCall marked as a trial: agrees this rank's `seconds` (the slowest
+  // rank's time counts) and advances the trial; the last one settles the size class.
+  void recordTrial(Transport& transport, Format format, std::size_t count, double seconds);
+  // Whether the size class of (format, count) has begun a trial and not settled it (identical on every
+  // rank): timing loops warm up until it is false.
+  bool inTrial(Format format, std::size_t count) const;
 
   // The calibration, after choose() consulted the model (else nullopt). Collective variant: measures
   // (or loads) it now, with the codec of `format`.
@@ -44,11 +66,26 @@ class AutoSelector {
   void save(Transport& transport) const;
   void report(Transport& transport, Format format, std::size_t count, const AutoChoice* choice);
 
+  // The measurements of one (format, size class): seconds per element, agreed (max over ranks).
+  struct Trial {
+    Algorithm engine = Algorithm::kNative;  // the model's choice when the trial began
+    bool runningNative = false;              // what the call in flight (nextCall -> recordTrial) runs
+    double nativePerElement = -1;            // < 0: not measured yet
+    double enginePerElement = -1;            // the least of its calls
+    int engineCalls = 0;
+    std::optional<Algorithm> settled;
+  };
+  using SizeClassKey = std::pair<Format, int>;
+  static SizeClassKey keyOf(Format format, std::size_t count);
+  // The model's choice, or nullopt where the guard decides (native).
+  std::optional<Algorithm> modelChoice(Transport& transport, Format format, std::size_t count);
+
   RankLayout layout_;
   AutoSettings settings_;
   std::optional<Calibration> calibration_;
-  std::set<std::pair<Format, int>> reported_;
-  double probeSeconds_ = 0;  // (format, size class) already printed
+  std::set<SizeClassKey> reported_;  // (format, size class) already printed
+  std::map<SizeClassKey, Trial> trials_;
+  double probeSeconds_ = 0;
 };
 
 }  // namespace adaprec::detail

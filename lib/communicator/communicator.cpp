@@ -373,13 +373,17 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   // kMismatch, not a probe that only some of them enter).
   bool agreed = options.checkEveryPath;
   Algorithm algorithm = options.algorithm;
+  bool autoTrial = false;  // this call is one of auto's measured trial calls (AutoSelector::nextCall)
+  const Format requestedFormat = format;
   if (algorithm == Algorithm::kAuto) {
     if (!agreed && !detail::autoGuard(format, count, size(), impl_->nodes)) {
       impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
                             options.average, options.format.errorFeedback);
       agreed = true;
     }
-    algorithm = resolveAlgorithm(Algorithm::kAuto, format, count);
+    const detail::AutoCall call = impl_->autoSelector->nextCall(*impl_->transport, format, count);
+    algorithm = call.algorithm;
+    autoTrial = call.trial;
   }
   if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto) {
     // auto fell back to uncompressed: compression cannot pay here, and native's 16-bit user op
@@ -412,6 +416,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     stats.totalSeconds = detail::fastClockSeconds(start, end);
     impl_->totals += stats;
     if (impl_->timeline) impl_->timeline->call(start, end, stats);
+    if (autoTrial) impl_->autoSelector->recordTrial(*impl_->transport, requestedFormat, count, stats.totalSeconds);
   };
   AllreduceStats stats;
   stats.algorithm = algorithm;
@@ -500,7 +505,11 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
           v = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.01f;
         }
       };
-      for (int w = 0; w < options.warmup; ++w) {
+      // auto's trial calls (one native, then the engine algorithm's) are part of the warm-up: the
+      // timed runs see what auto settled on.
+      const bool autoRequested = opt.algorithm == Algorithm::kAuto;
+      for (int w = 0; w < options.warmup || (autoRequested && impl_->autoSelector->inTrial(candidates[c], count));
+           ++w) {
         fill();
         allreduce(onDevice(), count, opt);
       }

@@ -94,6 +94,7 @@ struct Outcome {
   // outputs[call][rank]: the result of each allreduce call.
   std::vector<std::vector<std::vector<float>>> outputs;
   std::vector<AllreduceStats> stats;             // of the first call, per rank
+  std::vector<AllreduceStats> rank0Calls;        // of every call, on rank 0 (auto may differ per call)
   std::vector<std::optional<ErrorCode>> errors;  // per rank, when it threw adaprec::Error
 
   bool anyError() const {
@@ -110,13 +111,16 @@ struct Outcome {
 
 // `calls` allreduces of inputs[rank] on one Communicator per rank (in place, or out of place), each
 // starting from the input again; with error feedback the later calls use the earlier calls' residuals.
+// Call i uses perCall[i] where given (replaying what auto ran, call by call), else `options`.
 inline Outcome runAllreduces(bool overNccl, const RunSetup& setup,
                              const std::vector<std::vector<float>>& inputs,
-                             const AllreduceOptions& options, bool outOfPlace, int calls) {
+                             const AllreduceOptions& options, bool outOfPlace, int calls,
+                             const std::vector<AllreduceOptions>& perCall = {}) {
   Outcome out;
   const auto ranks = static_cast<std::size_t>(setup.ranks);
   out.outputs.assign(static_cast<std::size_t>(calls), std::vector<std::vector<float>>(ranks));
   out.stats.resize(ranks);
+  out.rank0Calls.resize(static_cast<std::size_t>(calls));
   out.errors.resize(ranks);
   auto body = [&](int rank, std::shared_ptr<Transport> transport) {
     const auto r = static_cast<std::size_t>(rank);
@@ -126,14 +130,16 @@ inline Outcome runAllreduces(bool overNccl, const RunSetup& setup,
       for (int call = 0; call < calls; ++call) {
         const std::vector<float>& in = inputs[r];
         std::vector<float> result(in.size());
+        const AllreduceOptions& callOptions = perCall.empty() ? options : perCall[static_cast<std::size_t>(call)];
         AllreduceStats stats;
         if (outOfPlace) {
-          stats = comm.allreduce(in.data(), result.data(), in.size(), options);
+          stats = comm.allreduce(in.data(), result.data(), in.size(), callOptions);
         } else {
           result = in;
-          stats = comm.allreduce(result.data(), result.size(), options);
+          stats = comm.allreduce(result.data(), result.size(), callOptions);
         }
         if (call == 0) out.stats[r] = stats;
+        if (rank == 0) out.rank0Calls[static_cast<std::size_t>(call)] = stats;
         out.outputs[static_cast<std::size_t>(call)][r] = std::move(result);
       }
     } catch (const Error& e) {

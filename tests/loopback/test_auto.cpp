@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "adaprec/transport.hpp"
 #include "algorithm/auto_selector.hpp"
 #include "algorithm/calibration.hpp"
+#include "codec/host_kernels.hpp"
 
 using namespace adaprec;
 using namespace adaprec::detail;
@@ -185,5 +187,124 @@ TEST_CASE("a Communicator reloading the calibration chooses as the one that save
   };
   const std::vector<Algorithm> saved = run();
   CHECK(run() == saved);
+  std::remove(path.c_str());
+}
+
+namespace {
+
+// A calibration of 4 nodes x 1 rank on 1 Gbit/s links with a fast codec: the model sends table4 at
+// 16 MiB compressed (an engine algorithm), so auto's trial runs.
+std::string slowLinkCalibrationFile(const std::string& name) {
+  Calibration c;
+  c.topology = {4, 4, 1, std::string(codec::hostKernels().isa)};
+  c.intra = c.inter = c.loaded = {50e-6, 125e6};
+  for (double bytes : {1048576.0, 4194304.0}) c.native.emplace_back(bytes, 1.5 * bytes / 125e6);
+  for (Format format : {Format::kFp32, Format::kTable4}) c.codec[format] = {0.3e-9, 0.2e-9, 0.25e-9};
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("adaprec_" + name + "_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(path) << serializeCalibration(c);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("auto's trial: one native call, then the engine's; the agreed times settle every rank alike",
+          "[auto]") {
+  const std::string path = slowLinkCalibrationFile("trial");
+  const std::size_t count = std::size_t{1} << 22;  // 16 MiB
+  struct Case {
+    const char* name;
+    // seconds rank r reports for the native call and for each engine call
+    std::function<double(int)> native, engine;
+    bool engineWins;
+  };
+  const std::vector<Case> cases = {
+      {"engine faster", [](int) { return 1.0; }, [](int) { return 0.5; }, true},
+      {"native faster", [](int) { return 0.5; }, [](int) { return 1.0; }, false},
+      {"a tie goes to native", [](int) { return 1.0; }, [](int) { return 1.0; }, false},
+      // Alone, rank 0 would take the engine algorithm and ranks 1..3 native; the slowest rank's times
+      // count (native 2.0 s, engine 1.5 s), so every rank takes the engine algorithm.
+      {"ranks measured differently",
+       [](int rank) { return rank == 0 ? 2.0 : 1.0; }, [](int rank) { return rank == 0 ? 1.0 : 1.5; }, true},
+  };
+  for (const Case& test : cases) {
+    SECTION(test.name) {
+      LoopbackGroup group(4, 1);
+      std::vector<std::vector<AutoCall>> calls(4);
+      std::vector<Algorithm> settled(4);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+        RankLayout layout;
+        for (int r = 0; r < 4; ++r) layout.nodeOf.push_back(r);
+        AutoSelector selector(layout, AutoSettings{2, path, false});
+        const Algorithm model = selector.choose(*t, Format::kTable4, count);
+        REQUIRE(model != Algorithm::kNative);
+        for (int call = 0; call < kAutoTrialCalls + 2; ++call) {
+          const AutoCall next = selector.nextCall(*t, Format::kTable4, count);
+          calls[rank].push_back(next);
+          if (!next.trial) continue;
+          CHECK(selector.inTrial(Format::kTable4, count));
+          const double seconds = next.algorithm == Algorithm::kNative ? test.native(rank) : test.engine(rank);
+          selector.recordTrial(*t, Format::kTable4, count, seconds);
+        }
+        CHECK_FALSE(selector.inTrial(Format::kTable4, count));
+        settled[rank] = selector.choose(*t, Format::kTable4, count);
+        // The trial is per size class: another count of the class is settled alike, another class not.
+        CHECK(selector.nextCall(*t, Format::kTable4, count + 1000).algorithm == settled[rank]);
+        CHECK(selector.nextCall(*t, Format::kTable4, 2 * count).trial);
+        if (rank == 0) {
+          const Algorithm engine = model;
+          REQUIRE(calls[0].size() == static_cast<std::size_t>(kAutoTrialCalls + 2));
+          CHECK(calls[0][0].algorithm == Algorithm::kNative);
+          for (int call = 0; call < kAutoTrialCalls; ++call) CHECK(calls[0][call].trial);
+          for (int call = 1; call < kAutoTrialCalls; ++call) CHECK(calls[0][call].algorithm == engine);
+          for (int call = kAutoTrialCalls; call < kAutoTrialCalls + 2; ++call) {
+            CHECK_FALSE(calls[0][call].trial);
+            CHECK(calls[0][call].algorithm == settled[0]);
+          }
+          CHECK(settled[0] == (test.engineWins ? engine : Algorithm::kNative));
+        }
+      });
+      for (int r = 1; r < 4; ++r) {
+        CHECK(settled[r] == settled[0]);
+        for (std::size_t i = 0; i < calls[0].size(); ++i) {
+          CHECK(calls[r][i].algorithm == calls[0][i].algorithm);
+          CHECK(calls[r][i].trial == calls[0][i].trial);
+        }
+      }
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("auto through a Communicator: trial calls sum right, then one algorithm on every rank", "[auto]") {
+  const std::string path = slowLinkCalibrationFile("trial_comm");
+  const std::size_t count = std::size_t{1} << 22;
+  LoopbackGroup group(4, 1);
+  std::vector<std::vector<Algorithm>> ran(4);
+  std::vector<Algorithm> resolved(4);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    CommunicatorOptions options;
+    options.calibrationPath = path;
+    Communicator comm(t, options);
+    AllreduceOptions call;
+    call.format = parseFormatSpec("table4");
+    std::vector<float> buf(count);
+    for (int i = 0; i < kAutoTrialCalls + 3; ++i) {
+      // Every rank contributes the same small integers: table4 of one repeated value is exact.
+      std::fill(buf.begin(), buf.end(), 1.0f);
+      const AllreduceStats stats = comm.allreduce(buf.data(), count, call);
+      ran[rank].push_back(stats.algorithm);
+      CHECK(buf[0] == 4.0f);
+      CHECK(buf[count - 1] == 4.0f);
+    }
+    resolved[rank] = comm.resolveAlgorithm(Algorithm::kAuto, Format::kTable4, count);
+  });
+  CHECK(ran[0][0] == Algorithm::kNative);
+  CHECK(ran[0][1] != Algorithm::kNative);
+  for (int i = kAutoTrialCalls; i < kAutoTrialCalls + 3; ++i) CHECK(ran[0][i] == resolved[0]);
+  for (int r = 1; r < 4; ++r) {
+    CHECK(ran[r] == ran[0]);
+    CHECK(resolved[r] == resolved[0]);
+  }
   std::remove(path.c_str());
 }

@@ -68,17 +68,25 @@ void sweep(Algorithm algorithm, bool stageThroughDevice, std::vector<int> rankCo
           REQUIRE_FALSE(nccl.anyError());
           const Algorithm ran = nccl.stats[0].algorithm;
           const Format wire = nccl.stats[0].format;
-          if (ran != loop.stats[0].algorithm) {
-            // auto decides from timings measured on each transport: compare with loopback running
-            // what auto chose over NCCL.
+          bool sameCalls = true;
+          for (int call = 0; call < calls; ++call)
+            sameCalls = sameCalls && nccl.rank0Calls[call].algorithm == loop.rank0Calls[call].algorithm;
+          if (!sameCalls) {
+            // auto decides from timings measured on each transport (the model's calibration, its
+            // trial's first native call): compare with loopback running, call by call, what auto
+            // ran over NCCL.
             REQUIRE(algorithm == Algorithm::kAuto);
-            AllreduceOptions same = opt;
-            same.algorithm = ran;
-            // auto's native sends fp32 whatever the format (an explicit native with bf16 would sum in
-            // bf16): run what it ran, in the wire format it ran.
-            same.format.format = wire;
-            if (isLossless(wire)) same.format.errorFeedback = false;
-            loop = runAllreduces(false, setup, inputs, same, outOfPlace, calls);
+            std::vector<AllreduceOptions> replay;
+            for (const AllreduceStats& ranCall : nccl.rank0Calls) {
+              AllreduceOptions same = opt;
+              same.algorithm = ranCall.algorithm;
+              // auto's native sends fp32 whatever the format (an explicit native with bf16 would sum
+              // in bf16): run what it ran, in the wire format it ran.
+              same.format.format = ranCall.format;
+              if (isLossless(ranCall.format)) same.format.errorFeedback = false;
+              replay.push_back(same);
+            }
+            loop = runAllreduces(false, setup, inputs, opt, outOfPlace, calls, replay);
             REQUIRE_FALSE(loop.anyError());
           }
           if (algorithm != Algorithm::kAuto) REQUIRE(ran == algorithm);
