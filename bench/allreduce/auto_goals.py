@@ -49,11 +49,13 @@ def main():
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
         vs32 = ring32.get(size) / fastest["time"] if fastest and ring32.get(size) else None
         errs = [r["model_error"] for r in algos.values() if "model_error" in r]
+        # Runs without --model have no model error; runs without a ring row no share of ideal.
+        err_text = f"{min(errs):+.0%} .. {max(errs):+.0%}" if errs else "-"
+        ideal_text = f"{vs32:.2f} | {100 * vs32 / (32 / BITS[fmt]):.0f}%" if vs32 else "- | -"
         print(f"| {human(size)} | {fmt} | {auto['algo'] if auto else '-'} | "
               f"{ratio(best['time'], auto['time']) if auto and best else '-'} | "
               f"{ratio(algos['ring']['time'], best2['time']) if best2 and 'ring' in algos else '-'} | "
-              f"{vs32:.2f} | {100 * vs32 / (32 / BITS[fmt]):.0f}% | "
-              f"{min(errs):+.0%} .. {max(errs):+.0%} |" if vs32 else "-")
+              f"{ideal_text} | {err_text} |")
 
 
 if __name__ == "__main__":

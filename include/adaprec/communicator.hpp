@@ -67,10 +67,11 @@ inline constexpr std::size_t kDefaultSegmentCount = std::size_t{1} << 18;  // 1 
 // auto's default error budget: at most this many quantizations per value for lossy formats.
 inline constexpr int kDefaultMaxQuantizations = 2;
 // Where auto's cost model picks a compressed (engine) algorithm over native, the first calls of each
-// (format, size class) are a measured trial: one MPI_Allreduce, then kAutoTrialCalls - 1 calls of the
-// engine algorithm; every later call of that size class runs the faster, by the slowest rank's time
-// (docs/algorithms.md, "auto"). Benchmarks warm auto up for this many calls.
-inline constexpr int kAutoTrialCalls = 3;
+// (format, size class) are a measured trial: MPI_Allreduce and the engine algorithm in turn, native
+// first, kAutoTrialCalls in all; every later call of that size class runs the one whose best call was
+// faster, by the slowest rank's time (docs/algorithms.md, "auto"). Benchmarks warm auto up for this
+// many calls.
+inline constexpr int kAutoTrialCalls = 4;
 
 // What a Communicator is built with. Every rank must pass the same segmentCount and checksum (the
 // constructor checks, and refuses a mismatch with Error(kMismatch) on every rank); timeoutSeconds may

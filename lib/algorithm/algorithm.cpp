@@ -157,7 +157,7 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes) {
   const std::size_t bytes = count * sizeof(float);
   if (ranks == 1 || bytes < kAutoModelMinBytes) return Algorithm::kNative;
-  if (nodes == 1 && (bytes < kAutoSharedModelMinBytes || isLossless(format))) return Algorithm::kNative;
+  if (nodes == 1 && isLossless(format)) return Algorithm::kNative;
   return std::nullopt;
 }
 

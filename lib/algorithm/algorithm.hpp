@@ -119,8 +119,7 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 bool nativeSupports(Format format);
 
 // The auto rule (docs/algorithms.md, "auto"), in two parts. autoGuard: the cases decided without the
-// cost model (one rank; small messages; one shared-memory node below kAutoSharedModelMinBytes or in
-// fp32), where it returns native. ranks = communicator size, nodes = distinct node ids.
+// cost model (one rank; small messages; fp32 on one shared-memory node), where it returns native. ranks = communicator size, nodes = distinct node ids.
 std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes);
 // One algorithm auto weighed: its predicted time and quantizations per value (0 when sent lossless).
 struct AutoCandidate {
@@ -136,8 +135,8 @@ struct AutoChoice {
 // The model part: among native (fp32) and every engine algorithm whose quantizations per value in
 // `format` are at most maxQuantizations (any for a lossless format), the one with the least predicted
 // time (near-ties, kAutoTieMargin, to the earlier in the table); an engine algorithm must beat
-// native's prediction by kAutoNativeMargin (on one node, past the guard, compression always
-// pays: there the model only picks the algorithm). A pure function of its arguments: ranks that hold
+// native's prediction by kAutoNativeMargin (on one node above native's largest probe it is proposed
+// whatever native's extrapolated curve says). The trial then confirms it by measurement. A pure function of its arguments: ranks that hold
 // the same (agreed) calibration choose the same.
 AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
                            int maxQuantizations);
@@ -149,13 +148,14 @@ inline constexpr int kTwoShotMaxRanks = 8;
 // fixed costs dominate, compression cannot pay, and MPI's small-message algorithms beat ours; also
 // the calibration probe never runs for a job of only small messages.
 inline constexpr std::size_t kAutoModelMinBytes = std::size_t{256} << 10;
-// The same guard when all ranks share one node: below 4 MiB native (measured on 4 ranks over shared
-// memory: no engine algorithm beat MPI_Allreduce by more than noise up to 256 KiB, while at 4 MiB the
-// 8-bit and Table-N formats ran 1.2-1.4x faster compressed; docs/benchmarks.md). From there the
-// model decides; on one node native's curve is only trusted up to its largest probe (16 MiB): above
-// it a lossy format is always compressed (measured 2-5x slower at 256 MiB than the curve's slope
-// says), the model picking which algorithm within the budget. fp32 is always native on one node.
-inline constexpr std::size_t kAutoSharedModelMinBytes = std::size_t{4} << 20;
+// All ranks on one node (shared memory): fp32 is always native there (the engine's fp32 algorithms
+// only copy what MPI copies). A lossy format goes to the model from kAutoModelMinBytes like between
+// nodes: on 4 ranks over shared memory the 8-bit and Table-N formats ran up to 1.7x faster compressed
+// from 512 KiB, bf16/fp16 no faster than native fp32 (docs/benchmarks.md), and the trial
+// (AutoSelector) confirms each choice of compression by measurement. On one node native's curve is
+// only trusted up to its largest probe (16 MiB): above it a lossy format is proposed compressed
+// (measured 2-5x slower at 256 MiB than the curve's slope says), the model picking which algorithm
+// within the budget and the trial whether it beats native.
 // An engine algorithm replaces native only when predicted at most this fraction of native's time:
 // the model is optimistic for the compressed algorithms (docs/benchmarks.md), native is the safe side.
 inline constexpr double kAutoNativeMargin = 0.9;

@@ -75,10 +75,9 @@ AutoCall AutoSelector::nextCall(Transport& transport, Format format, std::size_t
   if (!model || *model == Algorithm::kNative) return {Algorithm::kNative, false};
   Trial& trial = trials_[keyOf(format, count)];
   if (trial.settled) return {*trial.settled, false};
-  if (trial.engine == Algorithm::kNative) trial.engine = *model;
-  // Native first: the first call of a size class gets the safe answer whatever the trial shows.
-  trial.runningNative = trial.nativePerElement < 0;
-  return {trial.runningNative ? Algorithm::kNative : trial.engine, true};
+  if (trial.calls == 0) trial.engine = *model;
+  // Native first: the first call of a size class gets the exact answer whatever the trial shows.
+  return {trial.calls % 2 == 0 ? Algorithm::kNative : trial.engine, true};
 }
 
 bool AutoSelector::inTrial(Format format, std::size_t count) const {
@@ -93,19 +92,16 @@ void AutoSelector::recordTrial(Transport& transport, Format format, std::size_t 
   const double perElement = std::bit_cast<double>(bits) / static_cast<double>(std::max<std::size_t>(count, 1));
   Trial& trial = trials_[keyOf(format, count)];
   if (trial.settled) return;
-  if (trial.runningNative) {
-    trial.nativePerElement = perElement;
-    return;
-  }
-  trial.enginePerElement = trial.engineCalls == 0 ? perElement : std::min(trial.enginePerElement, perElement);
-  if (++trial.engineCalls < kAutoTrialCalls - 1) return;
+  double& side = trial.calls % 2 == 0 ? trial.nativePerElement : trial.enginePerElement;
+  side = trial.calls < 2 ? perElement : std::min(side, perElement);
+  if (++trial.calls < kAutoTrialCalls) return;
   // Ties go to native: exact, and the safe side.
   trial.settled = trial.enginePerElement < trial.nativePerElement ? trial.engine : Algorithm::kNative;
   if (settings_.debug && transport.rank() == 0) {
     const double elements = static_cast<double>(count);
-    std::fprintf(stderr, "adaprec: auto %s %s: trial measured native fp32 %s, %s %s -> %s\n", std::string(formatName(format)).c_str(),
-                 sizeText(elements * sizeof(float)).c_str(), secondsText(trial.nativePerElement * elements).c_str(),
-                 std::string(algorithmName(trial.engine)).c_str(),
+    std::fprintf(stderr, "adaprec: auto %s %s: trial measured native fp32 %s, %s %s -> %s\n",
+                 std::string(formatName(format)).c_str(), sizeText(elements * sizeof(float)).c_str(),
+                 secondsText(trial.nativePerElement * elements).c_str(), std::string(algorithmName(trial.engine)).c_str(),
                  secondsText(trial.enginePerElement * elements).c_str(),
                  std::string(algorithmName(*trial.settled)).c_str());
   }
@@ -194,7 +190,7 @@ void AutoSelector::report(Transport& transport, Format format, std::size_t count
     } else if (bytes < kAutoModelMinBytes) {
       line << "below " << sizeText(static_cast<double>(kAutoModelMinBytes));
     } else {
-      line << "one node, below " << sizeText(static_cast<double>(kAutoSharedModelMinBytes)) << " or fp32";
+      line << "fp32 on one node";
     }
     line << "; model not consulted)";
   } else {

@@ -41,9 +41,10 @@ class AutoSelector {
   Algorithm choose(Transport& transport, Format format, std::size_t count);
 
   // What the next allreduce of (format, count) runs. Where the model picks an engine algorithm over
-  // native, the first kAutoTrialCalls calls of the (format, size class) are a trial: one native call,
-  // then the engine algorithm's; their agreed times (recordTrial) decide what every later call runs,
-  // so auto never keeps an algorithm it measured slower than MPI_Allreduce. Collective as choose().
+  // native, the first kAutoTrialCalls calls of the (format, size class) are a trial: native and the
+  // engine algorithm in turn, native first; their agreed times (recordTrial) decide what every later
+  // call runs, so auto never keeps an algorithm it measured slower than MPI_Allreduce. Collective as
+  // choose().
   AutoCall nextCall(Transport& transport, Format format, std::size_t count);
   // Collective, after a call nextCall marked as a trial: agrees this rank's `seconds` (the slowest
   // rank's time counts) and advances the trial; the last one settles the size class.
@@ -69,10 +70,9 @@ class AutoSelector {
   // The measurements of one (format, size class): seconds per element, agreed (max over ranks).
   struct Trial {
     Algorithm engine = Algorithm::kNative;  // the model's choice when the trial began
-    bool runningNative = false;              // what the call in flight (nextCall -> recordTrial) runs
-    double nativePerElement = -1;            // < 0: not measured yet
-    double enginePerElement = -1;            // the least of its calls
-    int engineCalls = 0;
+    int calls = 0;                           // measured so far: even ones native, odd ones the engine's
+    double nativePerElement = 0;             // the least of each side's calls
+    double enginePerElement = 0;
     std::optional<Algorithm> settled;
   };
   using SizeClassKey = std::pair<Format, int>;

@@ -25,14 +25,14 @@ constexpr int kLargeReps = 3;  // + one untimed warm-up (opens connections, faul
 // streams got 0.073); on one node, past the caches.
 constexpr std::size_t kLinkBytesNetwork = std::size_t{4} << 20;
 constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
-// The native curve's probe sizes (fp32 bytes). On one node the model decides from 4 MiB up
-// (kAutoSharedModelMinBytes) and compares with native only up to the largest probe (chooseAlgorithm);
-// between nodes they span the model's range, and are extrapolated along their slope above 4 MiB.
+// The native curve's probe sizes (fp32 bytes). On one node the model compares with native only up to
+// the largest probe (chooseAlgorithm); between nodes they are extrapolated along their slope above
+// 4 MiB. Wherever the model proposes an engine algorithm the trial measures native anyway.
 constexpr std::size_t kNativeNetwork[] = {std::size_t{1} << 20, std::size_t{4} << 20};
-constexpr std::size_t kNativeShared[] = {std::size_t{4} << 20, std::size_t{16} << 20};
+constexpr std::size_t kNativeShared[] = {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20};
 constexpr int kNativeReps = 2;
 // The codec at 8 MiB of fp32, past the caches: the model decides for calls whose chunks stream from
-// memory (on one node from 4 MiB, between nodes the large sizes where compressing pays). At 2^18
+// memory (the large sizes where compressing pays). At 2^18
 // elements the probe ran in cache and on shared memory the model under-predicted compressed
 // allreduces at 64 MiB by 60-86 % (4 ranks on 2 cores: every rank encodes at once from memory).
 constexpr std::size_t kCodecCount = std::size_t{1} << 21;

@@ -368,7 +368,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     }
     format = it->second;
   }
-  // auto: the guard cases (small, one node below 4 MiB) need nothing collective; the model may run
+  // auto: the guard cases (small, fp32 on one node) need nothing collective; the model may run
   // the calibration probe, so the call is agreed first (ranks that disagree on the count must get
   // kMismatch, not a probe that only some of them enter).
   bool agreed = options.checkEveryPath;
@@ -384,6 +384,14 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     const detail::AutoCall call = impl_->autoSelector->nextCall(*impl_->transport, format, count);
     algorithm = call.algorithm;
     autoTrial = call.trial;
+  }
+  // A trial call is timed from here, after auto's own work (a calibration probe, the agreement), and
+  // from a common start: without it a rank's time would include waiting for the last to arrive.
+  std::uint64_t trialStart = 0;
+  if (autoTrial) {
+    std::uint64_t none = 0;
+    impl_->transport->allreduceMax(&none, 1);
+    trialStart = detail::fastClockTicks();
   }
   if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto) {
     // auto fell back to uncompressed: compression cannot pay here, and native's 16-bit user op
@@ -416,7 +424,9 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     stats.totalSeconds = detail::fastClockSeconds(start, end);
     impl_->totals += stats;
     if (impl_->timeline) impl_->timeline->call(start, end, stats);
-    if (autoTrial) impl_->autoSelector->recordTrial(*impl_->transport, requestedFormat, count, stats.totalSeconds);
+    if (autoTrial)
+      impl_->autoSelector->recordTrial(*impl_->transport, requestedFormat, count,
+                                       detail::fastClockSeconds(trialStart, end));
   };
   AllreduceStats stats;
   stats.algorithm = algorithm;

@@ -168,9 +168,10 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"gain", "risk"}))
       ->capture_default_str();
   app.add_option("--algo", o.algo, "Allreduce algorithm (auto, native, ring, twoshot, rabenseifner, "
-                                   "recursive_doubling, hierarchical). Default twoshot, not auto: on a single node "
-                                   "auto sends fp32 below 4 MiB (docs/algorithms.md), which would erase the "
-                                   "format under study; use auto or hierarchical across nodes")
+                                   "recursive_doubling, hierarchical). Default twoshot, not auto: auto sends fp32 "
+                                   "where compressing does not pay, and in its trial calls (docs/algorithms.md), "
+                                   "which would erase the format under study; use auto or hierarchical across "
+                                   "nodes")
       ->capture_default_str();
   app.add_option("--reducer", o.reducer, "Gradient reduction: adaprec (the Communicator), mpi (plain "
                                          "MPI_Allreduce, fp32 only), auto (adaprec when this build has it)")

@@ -24,8 +24,8 @@ struct RunOptions {
   std::size_t testLimit = 0;
   std::string format = "fp32";    // spec, or per layer: "fc1=table4,fp16" (unnamed = the rest)
   std::string candidates = "fp32,fp16,fp8s,table4,table2,fastest";
-  // Not "auto": on one node the engine's auto rule sends fp32 below 4 MiB (docs/algorithms.md), which
-  // would silently erase the precision under study. twoshot is what auto picks for p <= 8 across nodes.
+  // Not "auto": the engine's auto rule sends fp32 where compressing does not pay and in its trial
+  // calls (docs/algorithms.md), which would silently erase the precision under study. twoshot is what auto picks for p <= 8 across nodes.
   std::string algo = "twoshot";
   std::string reducer = "auto";   // auto | mpi | adaprec
   std::string bucketing = "fused";

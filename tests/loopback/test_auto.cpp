@@ -208,24 +208,34 @@ std::string slowLinkCalibrationFile(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("auto's trial: one native call, then the engine's; the agreed times settle every rank alike",
+TEST_CASE("auto's trial: native and the engine's calls in turn; the agreed best of each settles every rank alike",
           "[auto]") {
   const std::string path = slowLinkCalibrationFile("trial");
   const std::size_t count = std::size_t{1} << 22;  // 16 MiB
+  constexpr int kPerSide = kAutoTrialCalls / 2;
   struct Case {
     const char* name;
-    // seconds rank r reports for the native call and for each engine call
-    std::function<double(int)> native, engine;
+    // seconds rank r reports for the k-th native call and the k-th engine call of the trial
+    std::function<double(int, int)> native, engine;
     bool engineWins;
   };
   const std::vector<Case> cases = {
-      {"engine faster", [](int) { return 1.0; }, [](int) { return 0.5; }, true},
-      {"native faster", [](int) { return 0.5; }, [](int) { return 1.0; }, false},
-      {"a tie goes to native", [](int) { return 1.0; }, [](int) { return 1.0; }, false},
+      {"engine faster", [](int, int) { return 1.0; }, [](int, int) { return 0.5; }, true},
+      {"native faster", [](int, int) { return 0.5; }, [](int, int) { return 1.0; }, false},
+      {"a tie goes to native", [](int, int) { return 1.0; }, [](int, int) { return 1.0; }, false},
+      // The best call of each side counts, not the first, the last or the mean (a call is only ever
+      // slowed down).
+      {"best, not first", [](int, int k) { return k == 0 ? 1.0 : 0.6; }, [](int, int k) { return k == 0 ? 0.7 : 0.9; },
+       false},
+      {"best, not last", [](int, int k) { return k == 0 ? 0.6 : 1.0; }, [](int, int k) { return k == 0 ? 0.9 : 0.7; },
+       false},
+      {"best, not mean", [](int, int k) { return k == 0 ? 0.5 : 1.5; }, [](int, int) { return 0.8; }, false},
+      {"engine best", [](int, int k) { return k == 0 ? 0.9 : 1.2; }, [](int, int k) { return k == 0 ? 2.0 : 0.8; },
+       true},
       // Alone, rank 0 would take the engine algorithm and ranks 1..3 native; the slowest rank's times
       // count (native 2.0 s, engine 1.5 s), so every rank takes the engine algorithm.
-      {"ranks measured differently",
-       [](int rank) { return rank == 0 ? 2.0 : 1.0; }, [](int rank) { return rank == 0 ? 1.0 : 1.5; }, true},
+      {"ranks measured differently", [](int rank, int) { return rank == 0 ? 2.0 : 1.0; },
+       [](int rank, int) { return rank == 0 ? 1.0 : 1.5; }, true},
   };
   for (const Case& test : cases) {
     SECTION(test.name) {
@@ -238,30 +248,35 @@ TEST_CASE("auto's trial: one native call, then the engine's; the agreed times se
         AutoSelector selector(layout, AutoSettings{2, path, false});
         const Algorithm model = selector.choose(*t, Format::kTable4, count);
         REQUIRE(model != Algorithm::kNative);
+        int nativeCalls = 0;
+        int engineCalls = 0;
         for (int call = 0; call < kAutoTrialCalls + 2; ++call) {
           const AutoCall next = selector.nextCall(*t, Format::kTable4, count);
           calls[rank].push_back(next);
           if (!next.trial) continue;
           CHECK(selector.inTrial(Format::kTable4, count));
-          const double seconds = next.algorithm == Algorithm::kNative ? test.native(rank) : test.engine(rank);
+          const double seconds = next.algorithm == Algorithm::kNative ? test.native(rank, nativeCalls++)
+                                                                      : test.engine(rank, engineCalls++);
           selector.recordTrial(*t, Format::kTable4, count, seconds);
         }
+        CHECK(nativeCalls == kPerSide);
+        CHECK(engineCalls == kPerSide);
         CHECK_FALSE(selector.inTrial(Format::kTable4, count));
         settled[rank] = selector.choose(*t, Format::kTable4, count);
         // The trial is per size class: another count of the class is settled alike, another class not.
         CHECK(selector.nextCall(*t, Format::kTable4, count + 1000).algorithm == settled[rank]);
         CHECK(selector.nextCall(*t, Format::kTable4, 2 * count).trial);
         if (rank == 0) {
-          const Algorithm engine = model;
           REQUIRE(calls[0].size() == static_cast<std::size_t>(kAutoTrialCalls + 2));
-          CHECK(calls[0][0].algorithm == Algorithm::kNative);
-          for (int call = 0; call < kAutoTrialCalls; ++call) CHECK(calls[0][call].trial);
-          for (int call = 1; call < kAutoTrialCalls; ++call) CHECK(calls[0][call].algorithm == engine);
+          for (int call = 0; call < kAutoTrialCalls; ++call) {
+            CHECK(calls[0][call].trial);
+            CHECK(calls[0][call].algorithm == (call % 2 == 0 ? Algorithm::kNative : model));
+          }
           for (int call = kAutoTrialCalls; call < kAutoTrialCalls + 2; ++call) {
             CHECK_FALSE(calls[0][call].trial);
             CHECK(calls[0][call].algorithm == settled[0]);
           }
-          CHECK(settled[0] == (test.engineWins ? engine : Algorithm::kNative));
+          CHECK(settled[0] == (test.engineWins ? model : Algorithm::kNative));
         }
       });
       for (int r = 1; r < 4; ++r) {
@@ -299,8 +314,7 @@ TEST_CASE("auto through a Communicator: trial calls sum right, then one algorith
     }
     resolved[rank] = comm.resolveAlgorithm(Algorithm::kAuto, Format::kTable4, count);
   });
-  CHECK(ran[0][0] == Algorithm::kNative);
-  CHECK(ran[0][1] != Algorithm::kNative);
+  for (int i = 0; i < kAutoTrialCalls; ++i) CHECK((ran[0][i] == Algorithm::kNative) == (i % 2 == 0));
   for (int i = kAutoTrialCalls; i < kAutoTrialCalls + 3; ++i) CHECK(ran[0][i] == resolved[0]);
   for (int r = 1; r < 4; ++r) {
     CHECK(ran[r] == ran[0]);

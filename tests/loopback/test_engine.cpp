@@ -211,7 +211,6 @@ TEST_CASE("auto follows the documented rule", "[engine]") {
   // The guard: native without consulting the model.
   CHECK(resolved(4, 0, Format::kFp32, big) == Algorithm::kNative);  // one node, fp32
   CHECK(resolved(4, 0, Format::kFp8, 1000) == Algorithm::kNative);
-  CHECK(resolved(4, 0, Format::kFp8, big / 4) == Algorithm::kNative);  // one node below 4 MiB
   CHECK(resolved(4, 2, Format::kFp8, 1000) == Algorithm::kNative);  // below 256 KiB
   CHECK(resolved(1, 0, Format::kFp8, big) == Algorithm::kNative);
   CHECK(resolved(4, 0, Format::kFp32, std::size_t{16} << 20) == Algorithm::kNative);  // one node, fp32
