@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace adaprec {
@@ -77,6 +78,15 @@ class Transport {
   // Collective: ranks passing the same color get a transport over just them, ranked by (key, rank).
   // Sub-transports are independent of the parent's traffic and start with the parent's timeout.
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
+
+  // Whether isend/irecv and nativeAllreduce* also take device memory of `memorySpace` (what the
+  // Communicator's device says it is, DeviceCodec::memorySpace(): "cuda" for CUDA device memory): a
+  // CUDA-aware MPI (MPIX_Query_cuda_support) or NCCL. Then the algorithms keep encoded messages in
+  // device memory and hand them over directly instead of staging them through host memory
+  // (docs/gpu.md, "Device memory straight to the transport"). The caller synchronizes the device's
+  // stream before it hands a buffer over; host memory stays accepted too. Sub-transports from split()
+  // answer the same. Default: false (host memory only).
+  virtual bool acceptsDeviceMemory(std::string_view memorySpace) const;
 
   // Failure detection, like Gloo's per-call timeout: a wait of a request posted after this call, and
   // the collectives (allreduceMax, nativeAllreduce*; loopback's split rendezvous) give up after

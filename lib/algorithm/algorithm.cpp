@@ -123,10 +123,32 @@ std::span<std::byte> Workspace::bytes(std::size_t slot, std::size_t size) {
   ADAPREC_CHECK(slot < kSlots, ErrorCode::kInternal, "workspace slot " << slot);
   if (capacity_[slot] < size) {
     buffers_[slot].reset();  // release first: the old and new buffer need not coexist
-    buffers_[slot] = std::make_unique_for_overwrite<std::byte[]>(size);
+    if (device_ != nullptr) {
+      DeviceCodec* device = device_;
+      buffers_[slot] = std::shared_ptr<std::byte>(static_cast<std::byte*>(device->allocate(size)),
+                                                  [device](std::byte* p) { device->release(p); });
+      // Stream-ordered memory (cudaMallocAsync may hand back what a queued cudaFreeAsync frees) goes to
+      // the transport, outside the stream's order, only once the stream has caught up.
+      device->synchronize();
+    } else {
+      buffers_[slot] = std::shared_ptr<std::byte>(new std::byte[size], std::default_delete<std::byte[]>());
+    }
     capacity_[slot] = size;
   }
   return {buffers_[slot].get(), size};
+}
+
+bool deviceDirect(const Transport& transport, const DeviceCodec* device) {
+  return device != nullptr && !device->hostMemory() && transport.acceptsDeviceMemory(device->memorySpace());
+}
+
+void Workspace::useDevice(DeviceCodec* device) {
+  if (device == device_) return;
+  for (std::size_t slot = 0; slot < kSlots; ++slot) {
+    buffers_[slot].reset();
+    capacity_[slot] = 0;
+  }
+  device_ = device;
 }
 
 std::span<float> Workspace::floats(std::size_t slot, std::size_t count) {

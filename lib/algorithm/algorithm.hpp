@@ -66,14 +66,20 @@ struct Hierarchy {
 
 // Staging memory reused across calls: the encoded copies of a large buffer are allocated (and
 // page-faulted) once per Communicator instead of on every allreduce. Contents are unspecified.
+// Host memory, or with useDevice the memory of a device whose messages go to the transport directly
+// (the device must outlive the workspace).
 class Workspace {
  public:
   static constexpr std::size_t kSlots = 4;  // 0-2: algorithms; 3: hierarchical's intra-node buffer
   std::span<std::byte> bytes(std::size_t slot, std::size_t size);
   std::span<float> floats(std::size_t slot, std::size_t count);
+  // Where the buffers live from now on: host memory (null) or `device`'s memory. A change releases
+  // every buffer.
+  void useDevice(DeviceCodec* device);
 
  private:
-  std::unique_ptr<std::byte[]> buffers_[kSlots];
+  DeviceCodec* device_ = nullptr;
+  std::shared_ptr<std::byte> buffers_[kSlots];  // released with delete[] or on device_
   std::size_t capacity_[kSlots] = {};
 };
 
@@ -97,6 +103,11 @@ struct AlgorithmContext {
   // Where buf lives and the codec runs (device_codec.hpp); null: host memory, the host codec.
   DeviceCodec* device = nullptr;
 };
+
+// Whether buffers on `device` go to `transport` as they are (Transport::acceptsDeviceMemory): then the
+// workspace is device memory and nothing is staged through the host. False for host memory (null or a
+// host device). The one rule Steps, native and the Communicator follow.
+bool deviceDirect(const Transport& transport, const DeviceCodec* device);
 
 // Default elements per segment (adaprec::kDefaultSegmentCount): large enough that per-message costs
 // vanish, small enough that encoding one segment overlaps the transfer of the previous one.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include "adaprec/format.hpp"
@@ -25,6 +26,9 @@ class DeviceCodec {
   // True when buffers are ordinary host memory: the algorithms then hand them to the transport
   // directly and never stage.
   virtual bool hostMemory() const = 0;
+  // What memory the buffers are, for Transport::acceptsDeviceMemory: "host", "cuda", or a test
+  // device's own name. A transport that accepts this space is handed device memory directly.
+  virtual std::string_view memorySpace() const = 0;
 
   // The codec on this device's memory; chunk is exactly `bytes` = encodedBytes(format, n).
   virtual void encode(Format format, const float* src, std::size_t n, std::byte* chunk, std::size_t bytes) = 0;
@@ -54,6 +58,7 @@ class DeviceCodec {
 class HostDeviceCodec final : public DeviceCodec {
  public:
   bool hostMemory() const override { return true; }
+  std::string_view memorySpace() const override { return "host"; }
   void encode(Format format, const float* src, std::size_t n, std::byte* chunk, std::size_t bytes) override;
   void encodeWithResidual(Format format, const float* src, float* residual, std::size_t n, std::byte* chunk,
                           std::size_t bytes) override;

@@ -68,8 +68,10 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   intraCtx.timeline = ctx.timeline;  // messageBytes 0: shared memory takes large messages best
   intraCtx.device = ctx.device;
   Steps steps(intraCtx);
-  // What the fp32 messages read and write: buf itself, or on a device its host copy.
+  // What the fp32 messages read and write: buf itself (host memory, or device memory the transport
+  // takes directly), or on a device staged through the host, its host copy.
   const bool staged = steps.staged();
+  const bool direct = steps.direct();
   DeviceCodec& device = steps.device();
   std::vector<float> staging;
   float* wire = buf;
@@ -124,6 +126,8 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
           device.copyToDevice(onDevice, in, n * sizeof(float));
           device.add(acc, onDevice, n, !lossless);
           device.synchronize();  // onDevice is reused for the next peer
+        } else if (direct) {
+          device.add(acc, in, n, !lossless);  // `in` is device memory already
         } else if (lossless) {
           for (std::size_t i = 0; i < n; ++i) acc[i] += in[i];
         } else {
@@ -131,6 +135,8 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
         }
       }
     }
+    // Direct: nothing may be queued on the device when buffers go to the transport again below.
+    if (direct && first != last) device.synchronize();
     // Block b of the other shares has left buf (the owners needed it to go on), so step 3 may now
     // receive into it.
     steps.waitAll(reduceSends[b]);

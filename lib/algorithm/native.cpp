@@ -27,9 +27,15 @@ void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const std::size_t moved = 2 * static_cast<std::size_t>(p - 1) * count / static_cast<std::size_t>(p);
   ctx.stats.wireBytes += moved * elementBytes;
   ctx.stats.fp32Bytes += moved * sizeof(float);
-  // On a device: copied down, reduced by the transport from host memory, copied up (a CUDA-aware
-  // MPI or NCCL would take the device buffer itself).
+  // On a device: fp32 goes to a transport that takes device memory as it is (CUDA-aware MPI, NCCL),
+  // after the stream is drained; otherwise (and for the 16-bit formats, rounded on the host) it is
+  // copied down, reduced by the transport from host memory and copied up.
   DeviceCodec* device = ctx.device != nullptr && !ctx.device->hostMemory() ? ctx.device : nullptr;
+  if (device != nullptr && ctx.format == Format::kFp32 && deviceDirect(ctx.transport, device)) {
+    device->synchronize();
+    ctx.transport.nativeAllreduce(buf, count, NativeType::kFp32);
+    return;
+  }
   std::vector<float> staging;
   float* host = buf;
   if (device != nullptr) {

@@ -38,26 +38,27 @@ void Steps::encodeTo(const float* src, std::size_t n, std::byte* chunk, std::siz
 void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t bytes,
                    std::size_t slot, std::size_t position, std::size_t total) {
   const std::uint64_t start = fastClockTicks();
-  if (!staged()) {
-    encodeTo(src, n, dst, bytes, slot, position, total);
-  } else {
+  if (staged()) {
     auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
     encodeTo(src, n, chunk, bytes, slot, position, total);
     codec_.copyToHost(dst, chunk, bytes);
     codec_.synchronize();  // dst is sent next
+  } else {
+    encodeTo(src, n, dst, bytes, slot, position, total);
+    if (direct_) codec_.synchronize();  // dst (device memory) is sent next
   }
   account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
 }
 
 void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::size_t bytes,
                               std::size_t slot, std::size_t position, std::size_t total) {
-  if (staged()) {
-    // Decoded from the device chunk, before it is copied down: one synchronization for both.
+  if (staged() || direct_) {
+    // Decoded from the device chunk (before it is copied down when staged): one synchronization.
     const std::uint64_t start = fastClockTicks();
-    auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
+    auto* chunk = direct_ ? dst : static_cast<std::byte*>(chunk_.get(bytes));
     encodeTo(data, n, chunk, bytes, slot, position, total);
     if (!isLossless(ctx_.format)) codec_.decode(ctx_.format, chunk, bytes, data, n);
-    codec_.copyToHost(dst, chunk, bytes);
+    if (!direct_) codec_.copyToHost(dst, chunk, bytes);
     codec_.synchronize();
     account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
     return;
@@ -69,21 +70,43 @@ void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::s
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
 
-std::byte* Steps::upload(const std::byte* src, std::size_t bytes, std::size_t n) {
-  // The device kernels trust their input: the header is checked here, on the host copy, as the host
-  // codec checks it (ranks that disagree on format or count get kMismatch, not garbage).
-  const ChunkInfo info = inspectChunk(src, bytes);
+void Steps::checkHeader(const std::byte* header, std::size_t bytes, std::size_t n) const {
+  // The device kernels trust their input: the header is checked on the host, as the host codec checks
+  // it (ranks that disagree on format or count get kMismatch, not garbage). inspectChunk reads the
+  // header only (its 16 bytes), checking `bytes` against what it describes.
+  const ChunkInfo info = inspectChunk(header, bytes);
   ADAPREC_CHECK(info.format == ctx_.format && info.count == n, ErrorCode::kMismatch,
                 "chunk holds " << info.count << " " << formatName(info.format) << " elements but " << n << " "
                                << formatName(ctx_.format) << " were expected (do all ranks agree?)");
+}
+
+std::byte* Steps::upload(const std::byte* src, std::size_t bytes, std::size_t n) {
+  checkHeader(src, bytes, n);
   auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
   codec_.copyToDevice(chunk, src, bytes);
   return chunk;
 }
 
+void Steps::decodeDirect(const std::byte* src, std::size_t bytes, float* out, std::size_t n, bool add) {
+  // The header comes down with the decode, one synchronization for both: on a mismatch the call
+  // throws after `out` was written from a chunk of the wrong shape (the kernels stay inside `bytes`).
+  ADAPREC_CHECK(bytes >= sizeof header_, ErrorCode::kMismatch,
+                "received a chunk of " << bytes << " bytes, shorter than its header");
+  codec_.copyToHost(header_, src, sizeof header_);
+  if (add) {
+    codec_.decodeAdd(ctx_.format, src, bytes, out, n);
+  } else {
+    codec_.decode(ctx_.format, src, bytes, out, n);
+  }
+  codec_.synchronize();  // src (a receive buffer) may be reused once this returns
+  checkHeader(header_, bytes, n);
+}
+
 void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::size_t n) {
   const std::uint64_t start = fastClockTicks();
-  if (!staged()) {
+  if (direct_) {
+    decodeDirect(src, bytes, dst, n, false);
+  } else if (!staged()) {
     codec_.decode(ctx_.format, src, bytes, dst, n);
   } else {
     codec_.decode(ctx_.format, upload(src, bytes, n), bytes, dst, n);
@@ -94,7 +117,9 @@ void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::siz
 
 void Steps::decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::size_t n) {
   const std::uint64_t start = fastClockTicks();
-  if (!staged()) {
+  if (direct_) {
+    decodeDirect(src, bytes, acc, n, true);
+  } else if (!staged()) {
     codec_.decodeAdd(ctx_.format, src, bytes, acc, n);
   } else {
     codec_.decodeAdd(ctx_.format, upload(src, bytes, n), bytes, acc, n);

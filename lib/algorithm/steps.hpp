@@ -1,17 +1,22 @@
 // The timed building blocks every compressed algorithm is made of: encode (with error feedback),
 // decode, decodeAdd, send, receive and wait. They fill AllreduceStats so the split between codec time
 // and transfer time is measured the same way for every algorithm.
-// The float buffers live where ctx.device says (device_codec.hpp); encoded bytes always live in host
-// memory (the workspace's staging buffers the transport sends and receives). On a device, encode runs
-// there into a device chunk that is copied to the host staging buffer, and decode copies the received
-// bytes up and decodes there; each step synchronizes the stream before it returns (correctness first:
-// docs/gpu.md says where copies could overlap transfers instead). Device time is counted where the
-// stream is synchronized: encodeKeepDecoded's decode counts as encode time there.
+// The float buffers live where ctx.device says (device_codec.hpp). Encoded bytes (the workspace's
+// buffers the transport sends and receives) live in host memory, unless the transport accepts the
+// device's memory (Transport::acceptsDeviceMemory: CUDA-aware MPI, NCCL), when they are device memory
+// too and go to the transport directly ("direct"). Staged, encode runs on the device into a device
+// chunk that is copied to the host buffer, and decode copies the received bytes up and decodes there;
+// direct, encode writes and decode reads the workspace buffer itself, with no copy. Either way each
+// step synchronizes the stream before it returns, so nothing is queued on the device when a buffer
+// goes to the transport (correctness first: docs/gpu.md says where copies could overlap transfers
+// instead). Device time is counted where the stream is synchronized: encodeKeepDecoded's decode counts
+// as encode time there.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "adaprec/codec.hpp"
 #include "algorithm/algorithm.hpp"
 #include "algorithm/device_codec.hpp"
 
@@ -20,7 +25,10 @@ namespace adaprec::detail {
 class Steps {
  public:
   // The codec runs on ctx.device (the host codec when null).
-  explicit Steps(AlgorithmContext& ctx) : ctx_(ctx), codec_(ctx.device != nullptr ? *ctx.device : host_) {}
+  explicit Steps(AlgorithmContext& ctx)
+      : ctx_(ctx),
+        codec_(ctx.device != nullptr ? *ctx.device : host_),
+        direct_(deviceDirect(ctx.transport, &codec_)) {}
 
   // Encodes src[0..n) into dst (exactly `bytes` = encodedBytes(format, n)). With error feedback the
   // residual of slot `slot` at element positions [position, position + n) of a `total`-element tensor
@@ -59,19 +67,27 @@ class Steps {
   // The device the float buffers live on; staged(): not host memory, so floats that travel must be
   // copied to and from host memory (hierarchical's fp32 messages, native).
   DeviceCodec& device() { return codec_; }
-  bool staged() const { return !codec_.hostMemory(); }
+  bool staged() const { return !codec_.hostMemory() && !direct_; }
+  // The floats are device memory that the transport takes as it is (no staging).
+  bool direct() const { return direct_; }
 
  private:
   AlgorithmContext& ctx_;
   HostDeviceCodec host_;  // declared before codec_, which may refer to it
   DeviceCodec& codec_;
+  const bool direct_;
   DeviceScratch chunk_{codec_};  // staged: the device copy of the chunk being encoded or decoded
+  std::byte header_[kChunkHeaderBytes];  // direct: the host copy of a received chunk's header
 
   // encode() into `chunk` (host or device memory, as the floats), without timing.
   void encodeTo(const float* src, std::size_t n, std::byte* chunk, std::size_t bytes, std::size_t slot,
                 std::size_t position, std::size_t total);
   // staged: uploads a received chunk (after checking its header names this format and count).
   std::byte* upload(const std::byte* src, std::size_t bytes, std::size_t n);
+  // The check of a received chunk's header: this format and count (else Error(kMismatch)).
+  void checkHeader(const std::byte* header, std::size_t bytes, std::size_t n) const;
+  // direct: decode or decodeAdd a received chunk in device memory, its header copied down and checked.
+  void decodeDirect(const std::byte* src, std::size_t bytes, float* out, std::size_t n, bool add);
 };
 
 }  // namespace adaprec::detail

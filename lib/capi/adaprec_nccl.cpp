@@ -1,8 +1,12 @@
 // adaprecNcclAllReduce (include/adaprec/adaprec_nccl.h): ncclAllReduce's signature over the NCCL
 // transport. Compiled only in a build with NCCL. Float sums at or above ADAPREC_MIN_BYTES go through a
-// Communicator kept per ncclComm_t; everything else is ncclAllReduce itself. The device-buffer part is
-// staging through pinned host memory (the engine reduces host memory today); nothing here runs without
-// a GPU — tests/gpu/test_nccl_real.cpp checks it where one exists.
+// Communicator kept per ncclComm_t, on the caller's device buffers: the codec runs on the caller's
+// stream (a CudaDeviceCodec per stream) and the encoded messages go to NCCL in device memory, with no
+// copy through the host (docs/gpu.md, "Device memory straight to the transport"); only the library's
+// own few control messages (agreement, votes) are staged. Everything else is ncclAllReduce itself.
+// Nothing here runs without a GPU — tests/gpu/test_nccl_real.cpp checks it where one exists; the same
+// path (device seam + NCCL transport taking device memory) is tested on the CPU over the NCCL fake
+// (tests/loopback/test_nccl_fake_device.cpp).
 #include "adaprec/adaprec_nccl.h"
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
 #include "communicator/signature_hash.hpp"
+#include "gpu/cuda_caller.hpp"
 #include "transport/nccl_transport.hpp"
 
 namespace {
@@ -22,30 +27,12 @@ namespace {
 using adaprec::Communicator;
 using adaprec::EnvironmentConfig;
 
-// Pinned host memory, grown on demand.
-struct PinnedBuffer {
-  float* data = nullptr;
-  std::size_t count = 0;
-  ~PinnedBuffer() {
-    if (data != nullptr) cudaFreeHost(data);
-  }
-  bool reserve(std::size_t n) {
-    if (n <= count) return true;
-    if (data != nullptr) cudaFreeHost(data);
-    data = nullptr;
-    count = 0;
-    if (cudaMallocHost(reinterpret_cast<void**>(&data), n * sizeof(float)) != cudaSuccess) return false;
-    count = n;
-    return true;
-  }
-};
-
 struct CommState {
   bool agreed = false;
   std::shared_ptr<adaprec::detail::NcclTransport> transport;
   std::unique_ptr<Communicator> communicator;
-  PinnedBuffer send;
-  PinnedBuffer recv;
+  // The device codec of each stream the caller has used (kept until adaprecNcclCommFree).
+  std::map<cudaStream_t, std::shared_ptr<adaprec::detail::DeviceCodec>> codecs;
 };
 
 std::mutex& statesMutex() {
@@ -160,30 +147,29 @@ extern "C" ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuf
     if (!state.communicator) {
       adaprec::detail::NcclTransportOptions options;
       options.ownsComm = false;           // the caller's communicator
-      options.stageThroughDevice = true;  // the engine's messages are host memory
+      // Encoded messages are device memory and go as they are; the few host ones (agreement, votes,
+      // auto's calibration) are copied through device scratch.
+      options.stageThroughDevice = true;
       state.transport = std::make_shared<adaprec::detail::NcclTransport>(
           adaprec::detail::makeRealNcclApi(), reinterpret_cast<adaprec::detail::NcclComm>(comm),
           reinterpret_cast<adaprec::detail::NcclStream>(stream),
           options);
       state.communicator = std::make_unique<Communicator>(state.transport, cfg->communicator);
     }
-    state.transport->setStream(reinterpret_cast<adaprec::detail::NcclStream>(stream));
-    if (!state.send.reserve(count) || !state.recv.reserve(count)) {
-      report("adaprecNcclAllReduce: cudaMallocHost of " + std::to_string(count * sizeof(float)) +
-             " bytes failed");
-      return ncclSystemError;
-    }
     const std::size_t bytes = count * sizeof(float);
-    ADAPREC_CUDA_OR_RETURN(cudaMemcpyAsync(state.send.data, sendbuff, bytes, cudaMemcpyDefault, stream));
-    ADAPREC_CUDA_OR_RETURN(cudaStreamSynchronize(stream));
+    adaprec::detail::checkCudaCall(stream, sendbuff, recvbuff, bytes);  // device memory of this GPU
+    std::shared_ptr<adaprec::detail::DeviceCodec>& codec = state.codecs[stream];
+    if (!codec) codec = adaprec::detail::makeCudaCallerCodec(stream);
+    state.transport->setStream(reinterpret_cast<adaprec::detail::NcclStream>(stream));
+    state.communicator->setDevice(codec);
     adaprec::AllreduceOptions options;
     options.format = cfg->format;
     options.algorithm = cfg->algorithm;
     if (options.format.errorFeedback)
       options.key = std::to_string(reinterpret_cast<std::uintptr_t>(recvbuff)) + ":" + std::to_string(count);
-    state.communicator->allreduce(state.send.data, state.recv.data, count, options);
-    ADAPREC_CUDA_OR_RETURN(cudaMemcpyAsync(recvbuff, state.recv.data, bytes, cudaMemcpyDefault, stream));
-    ADAPREC_CUDA_OR_RETURN(cudaStreamSynchronize(stream));
+    // Queued after the caller's work on `stream`; returns once the result is in recvbuff (the
+    // communicator synchronizes the stream), unlike ncclAllReduce, which only enqueues.
+    state.communicator->allreduce(static_cast<const float*>(sendbuff), static_cast<float*>(recvbuff), count, options);
     return ncclSuccess;
   } catch (const adaprec::Error& e) {
     report(std::string("adaprecNcclAllReduce failed: ") + e.what());
@@ -204,7 +190,7 @@ extern "C" ncclResult_t adaprecNcclCommFree(ncclComm_t comm) {
     states().erase(it);
   }
   try {
-    state.reset();  // communicator, transport (its channels), pinned buffers
+    state.reset();  // communicator, transport (its channels), device codecs
   } catch (...) {
     return ncclInternalError;
   }

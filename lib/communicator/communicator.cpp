@@ -432,8 +432,13 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   stats.algorithm = algorithm;
   stats.format = format;
   stats.count = count;
-  if (algorithm == Algorithm::kNative && format == Format::kFp32 && device == nullptr) {
+  // Device memory the transport takes as it is (CUDA-aware MPI, NCCL): encoded messages stay on the
+  // device too (the workspace), and nothing queued may be pending when a buffer is handed over.
+  const bool direct = detail::deviceDirect(*impl_->transport, device);
+  impl_->workspace.useDevice(direct ? device : nullptr);
+  if (algorithm == Algorithm::kNative && format == Format::kFp32 && (device == nullptr || direct)) {
     // The baseline path: one MPI_Allreduce with the caller's buffers, nothing else.
+    if (direct) device->synchronize();
     impl_->transport->nativeAllreduceOutOfPlace(send, recv, count, NativeType::kFp32);
     const int p = size();
     const std::size_t moved = p > 1 ? 2 * static_cast<std::size_t>(p - 1) * count / p : 0;
@@ -444,6 +449,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   if (send != recv && count != 0) {
     if (device != nullptr) {
       device->copyOnDevice(recv, send, count * sizeof(float));
+      if (direct) device->synchronize();  // recv may go to the transport first thing
     } else {
       std::memmove(recv, send, count * sizeof(float));
     }

@@ -39,6 +39,7 @@ class CudaDeviceCodec final : public DeviceCodec {
   }
 
   bool hostMemory() const override { return false; }
+  std::string_view memorySpace() const override { return "cuda"; }
 
   void encode(Format format, const float* src, std::size_t n, std::byte* chunk, std::size_t) override {
     check(kernels::launchEncode(static_cast<std::uint8_t>(format), src, n, chunk, codec::chunkLayout(format, n).paramsBytes,

@@ -7,6 +7,9 @@
 // blocking in MPI_Wait, allreduceMax uses the point-to-point dissemination (so a timeout names the rank
 // that did not answer) and the native allreduce is MPI_Iallreduce + the same polling loop.
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's extensions: MPIX_Query_cuda_support
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -133,6 +136,17 @@ void halfSumOp(void* in, void* inout, int* len, MPI_Datatype*) {
   detail::addHalf(kFormat, static_cast<const std::uint16_t*>(in), b, b, static_cast<std::size_t>(*len));
 }
 
+// Whether this MPI moves CUDA device memory: Open MPI's MPIX_Query_cuda_support, asked at run time
+// (the library loaded may not be the one compiled against; Debian's answers 0). Other MPIs: no.
+bool mpiMovesCudaMemory() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  static const bool aware = MPIX_Query_cuda_support() == 1;
+  return aware;
+#else
+  return false;
+#endif
+}
+
 class MpiTransport final : public Transport {
  public:
   // Takes ownership of `comm` (already a private communicator). `node`: this rank's node label when
@@ -169,6 +183,10 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* kind() const override { return "mpi"; }
+  // A CUDA-aware MPI takes device buffers itself (docs/gpu.md, "Device memory straight to the transport").
+  bool acceptsDeviceMemory(std::string_view memorySpace) const override {
+    return memorySpace == "cuda" && mpiMovesCudaMemory();
+  }
 
   RequestPtr isend(int peer, const void* data, std::size_t bytes, int tag) override {
     checkArgs(peer, bytes, tag);
@@ -216,7 +234,8 @@ class MpiTransport final : public Transport {
 
   void nativeAllreduceOutOfPlace(const void* send, void* recv, std::size_t count,
                                  NativeType type) override {
-    if (send == recv || type != NativeType::kFp32 || size_ == 1 || count == 0) {
+    // One rank: the default copies with memmove, which a device buffer (CUDA-aware) cannot take.
+    if (send == recv || type != NativeType::kFp32 || count == 0 || (size_ == 1 && !mpiMovesCudaMemory())) {
       Transport::nativeAllreduceOutOfPlace(send, recv, count, type);
       return;
     }

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace adaprec::detail {
 
@@ -43,8 +44,10 @@ enum class NcclResult : int {
   kTimedOut = 101,  // streamSynchronize gave up after its timeout (the watchdog PyTorch puts around NCCL)
 };
 
-// The element types the transport uses (ncclUint8 for bytes; the native sum's types).
-enum class NcclDataType : int { kUint8, kFloat32, kBfloat16, kFloat16 };
+// The element types the transport uses (ncclUint8 for bytes; the native sum's types), and
+// ncclFloat8e5m2 for adaprec-bench's fp8 baseline (NCCL >= 2.24 and sm_90: real NCCL returns
+// kInvalidArgument otherwise; the fake sums it as NCCL's kernels do, nccl_fake.cpp).
+enum class NcclDataType : int { kUint8, kFloat32, kBfloat16, kFloat16, kFloat8e5m2 };
 
 // ncclUniqueId: 128 opaque bytes created once (rank 0) and given to every rank.
 struct NcclUniqueId {
@@ -101,6 +104,14 @@ class NcclApi {
   virtual NcclResult deviceFree(void* ptr) = 0;
   // Stream-ordered copy between host and device memory (either direction, cudaMemcpyDefault).
   virtual NcclResult memcpyAsync(void* dst, const void* src, std::size_t bytes, NcclStream stream) = 0;
+
+  // Device memory handed over directly (docs/gpu.md, "Device memory straight to the transport").
+  // movesMemory: whether send/recv/allReduceSum take the memory of a device whose DeviceCodec says
+  // `memorySpace` ("cuda" for real NCCL; the fake moves host memory only). isDeviceMemory: whether
+  // `p` is such memory (cudaPointerGetAttributes), so a transport that also gets host messages stages
+  // only those; the fake: never.
+  virtual bool movesMemory(std::string_view memorySpace) const = 0;
+  virtual bool isDeviceMemory(const void* p) const = 0;
 
   // ncclGetErrorString / ncclGetLastError.
   virtual const char* errorString(NcclResult result) const = 0;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/format.hpp"
 #include "codec/half_sum.hpp"
 #include "transport/timeout.hpp"
@@ -33,7 +34,8 @@ NcclResult fail(NcclResult result, const std::string& message) {
 
 std::size_t elementBytes(NcclDataType type) {
   switch (type) {
-    case NcclDataType::kUint8: return 1;
+    case NcclDataType::kUint8:
+    case NcclDataType::kFloat8e5m2: return 1;
     case NcclDataType::kFloat32: return 4;
     case NcclDataType::kBfloat16:
     case NcclDataType::kFloat16: return 2;
@@ -47,8 +49,30 @@ const char* typeName(NcclDataType type) {
     case NcclDataType::kFloat32: return "ncclFloat32";
     case NcclDataType::kBfloat16: return "ncclBfloat16";
     case NcclDataType::kFloat16: return "ncclFloat16";
+    case NcclDataType::kFloat8e5m2: return "ncclFloat8e5m2";
   }
   return "?";
+}
+
+// One addition of NCCL's ncclFloat8e5m2 sum (NVIDIA/nccl src/device/reduce_kernel.h, sm_90 and newer):
+//   FuncSum<__nv_fp8_e5m2>: __nv_fp8_e5m2(__hadd(__half(x), __half(y)))
+// both operands widened exactly to fp16, added in fp16 (RNE; |sum| >= 65520 gives +-Inf), narrowed by
+// __nv_fp8_e5m2's constructor from __half, i.e. __nv_cvt_halfraw_to_fp8(h, __NV_SATFINITE, __NV_E5M2)
+// (cuda_fp8.hpp; cvt.rn.satfinite.e5m2x2.f16x2 on the device): RNE, every magnitude beyond the largest
+// finite value, +-Inf included, becomes +-57344 (0x7b/0xfb), NaN 0x7f. So unlike the library's fp8
+// (docs/formats.md: Inf stays Inf) an Inf operand gives +-57344; Inf - Inf gives NaN. A ring step adds
+// two values and rounds to e5m2 (no wider partial sum travels between ranks); the fake's rank order is
+// one such chain of p-1 additions. Computed here as the library's fp8 encode (RNE, saturating) of the
+// fp32 sum, then Inf -> +-57344 and NaN -> 0x7f. The intermediate rounding (fp16 there, fp32 here)
+// never changes the result: either the exact sum of two e5m2 values fits it, or the smaller operand is
+// below 2^-7 of the larger one's binade and every rounding returns the larger. (Checked once for all
+// 65536 operand pairs against cuda_fp8.hpp's host implementation of the expression above.)
+std::uint8_t addFloat8e5m2(std::uint8_t a, std::uint8_t b) {
+  std::uint32_t code = Fp8Math::encode(Fp8Math::decode(a) + Fp8Math::decode(b));
+  const std::uint32_t magnitude = code & ~Fp8Math::kSignBit;
+  if (magnitude == Fp8Math::kInf) code = (code & Fp8Math::kSignBit) | Fp8Math::kMaxFinite;
+  if (magnitude > Fp8Math::kInf) code = 0x7f;
+  return static_cast<std::uint8_t>(code);
 }
 
 struct FakeComm {
@@ -288,6 +312,10 @@ struct NcclFake::State {
         std::uint16_t* a = reinterpret_cast<std::uint16_t*>(sum.data());
         addHalf(first.type == NcclDataType::kBfloat16 ? Format::kBf16 : Format::kFp16, a,
                 static_cast<const std::uint16_t*>(ops[r]->src), a, first.count);
+      } else if (first.type == NcclDataType::kFloat8e5m2) {
+        std::uint8_t* a = reinterpret_cast<std::uint8_t*>(sum.data());
+        const std::uint8_t* b = static_cast<const std::uint8_t*>(ops[r]->src);
+        for (std::size_t i = 0; i < first.count; ++i) a[i] = addFloat8e5m2(a[i], b[i]);
       } else {
         for (std::size_t i = 0; i < bytes; ++i)
           sum[i] = static_cast<std::byte>(static_cast<std::uint8_t>(sum[i]) +

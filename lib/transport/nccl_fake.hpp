@@ -76,6 +76,8 @@ class NcclFake final : public NcclApi {
   NcclResult deviceAlloc(void** ptr, std::size_t bytes) override;
   NcclResult deviceFree(void* ptr) override;
   NcclResult memcpyAsync(void* dst, const void* src, std::size_t bytes, NcclStream stream) override;
+  bool movesMemory(std::string_view) const override { return false; }  // "device" memory is host memory
+  bool isDeviceMemory(const void*) const override { return false; }
   const char* errorString(NcclResult result) const override;
   std::string lastError() const override;
 

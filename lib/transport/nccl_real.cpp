@@ -43,12 +43,26 @@ NcclResult fromCuda(cudaError_t error, const char* call) {
   return NcclResult::kUnhandledCudaError;
 }
 
+// ncclFloat8e5m2 came with NCCL 2.24 (nccl.h). Its sum runs on sm_90 and newer only: NCCL itself
+// returns ncclInvalidArgument below ("FP8 reduction support begins with sm90 capable devices",
+// taskAppend in src/enqueue.cc).
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+#define ADAPREC_NCCL_HAS_FP8 1
+#else
+#define ADAPREC_NCCL_HAS_FP8 0
+#endif
+
 ncclDataType_t ncclType(NcclDataType type) {
   switch (type) {
     case NcclDataType::kUint8: return ncclUint8;
     case NcclDataType::kFloat32: return ncclFloat32;
     case NcclDataType::kBfloat16: return ncclBfloat16;
     case NcclDataType::kFloat16: return ncclFloat16;
+#if ADAPREC_NCCL_HAS_FP8
+    case NcclDataType::kFloat8e5m2: return ncclFloat8e5m2;
+#else
+    case NcclDataType::kFloat8e5m2: return ncclUint8;  // the same bytes: right for send/recv, not a sum
+#endif
   }
   return ncclUint8;
 }
@@ -98,6 +112,11 @@ class RealNcclApi final : public NcclApi {
   NcclResult allReduceSum(const void* send, void* recv, std::size_t count, NcclDataType type,
                           NcclComm comm, NcclStream stream) override {
     lastComm_ = comm;
+    if (!ADAPREC_NCCL_HAS_FP8 && type == NcclDataType::kFloat8e5m2) {
+      tlsCudaError = "ncclAllReduce: ncclFloat8e5m2 needs NCCL >= 2.24; this build's nccl.h is " +
+                     std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+      return NcclResult::kInvalidArgument;
+    }
     return fromNccl(ncclAllReduce(send, recv, count, ncclType(type), ncclSum, native(comm), native(stream)));
   }
   NcclResult streamCreate(NcclStream* stream) override {
@@ -173,6 +192,15 @@ class RealNcclApi final : public NcclApi {
   NcclResult deviceFree(void* ptr) override { return fromCuda(cudaFree(ptr), "cudaFree"); }
   NcclResult memcpyAsync(void* dst, const void* src, std::size_t bytes, NcclStream stream) override {
     return fromCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, native(stream)), "cudaMemcpyAsync");
+  }
+  bool movesMemory(std::string_view memorySpace) const override { return memorySpace == "cuda"; }
+  bool isDeviceMemory(const void* p) const override {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+      cudaGetLastError();  // an unknown pointer is host memory here; clear the sticky-free error
+      return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
   }
   const char* errorString(NcclResult result) const override {
     if (result == NcclResult::kMismatch || result == NcclResult::kTimedOut) return ncclResultName(result);

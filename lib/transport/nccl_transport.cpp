@@ -259,7 +259,8 @@ void NcclTransport::forget(Op& op) {
 void NcclTransport::launch(const std::shared_ptr<Op>& op) {
   requireUsable();
   Channel& channel = *op->channel;
-  const bool staged = options_.stageThroughDevice;
+  // Host memory goes through device scratch; device memory (the engine's direct messages) as it is.
+  const bool staged = options_.stageThroughDevice && !api_->isDeviceMemory(channel.sends ? op->src : op->dst);
   op->state = Op::State::kLaunched;
   channel.inflight.push_back(op);
   check(api_->eventCreate(&op->event), "cudaEventCreate");
@@ -295,7 +296,7 @@ void NcclTransport::sumOnStream(const void* send, void* recv, std::size_t count,
   synchronizeAll();  // nothing should be in flight here; if anything is, it completes first
   const std::size_t bytes = count * nativeBytes(type);
   void* scratch = nullptr;
-  if (!options_.stageThroughDevice) {
+  if (!options_.stageThroughDevice || (api_->isDeviceMemory(send) && api_->isDeviceMemory(recv))) {
     check(api_->allReduceSum(send, recv, count, ncclType(type), comm_, *stream_), "ncclAllReduce");
   } else {
     check(api_->deviceAlloc(&scratch, bytes), "cudaMalloc");
@@ -318,10 +319,18 @@ void NcclTransport::nativeAllreduce(void* recv, std::size_t count, NativeType ty
 void NcclTransport::nativeAllreduceOutOfPlace(const void* send, void* recv, std::size_t count,
                                               NativeType type) {
   if (size_ == 1 || count == 0) {
-    if (send != recv && count != 0) std::memmove(recv, send, count * nativeBytes(type));
+    if (send == recv || count == 0) return;
+    // The buffers may be device memory: a stream-ordered copy (cudaMemcpyDefault), not memmove.
+    requireUsable();
+    check(api_->memcpyAsync(recv, send, count * nativeBytes(type), *stream_), "cudaMemcpyAsync");
+    check(api_->streamSynchronize(*stream_, comm_, timeout()), "cudaStreamSynchronize");
     return;
   }
   runWithCompletionVote(*this, [&] { sumOnStream(send, recv, count, type); });
+}
+
+bool NcclTransport::acceptsDeviceMemory(std::string_view memorySpace) const {
+  return api_->movesMemory(memorySpace);
 }
 
 std::unique_ptr<Transport> NcclTransport::split(int color, int key) {

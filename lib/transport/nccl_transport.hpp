@@ -32,9 +32,11 @@
 // A zero-byte message is completed at once without NCCL (both sides skip it). Sizes: NCCL has no
 // "received fewer bytes"; a receive must be posted with the exact size (the engine always does), and
 // wait() returns it; a difference is Error(kMismatch) from the fake (real NCCL: hang or corruption).
-// Host messages on real NCCL: NCCL moves device memory only. With stageThroughDevice every message is
-// copied to device scratch on its channel's stream before the send and back after the receive (the
-// native sum likewise, on the caller's stream): correct, not fast — device buffers will replace it.
+// Host messages on real NCCL: NCCL moves device memory only. With stageThroughDevice a message (or a
+// native sum) in host memory is copied to device scratch on its channel's stream before the send and
+// back after the receive (the native sum likewise, on the caller's stream); device memory
+// (NcclApi::isDeviceMemory) goes as it is — the engine's encoded messages when the Communicator's
+// device is CUDA (acceptsDeviceMemory), so only the library's own control messages are staged.
 // Not thread-safe: one thread per transport, like every Transport.
 #pragma once
 
@@ -50,7 +52,7 @@ namespace adaprec::detail {
 struct NcclTransportOptions {
   int nodeId = 0;          // which node this rank is on (NCCL does not say); ADAPREC_RANKS_PER_NODE wins
   int jobRank = -1;        // this rank in the whole job, for ADAPREC_RANKS_PER_NODE; -1: the comm rank
-  bool stageThroughDevice = false;  // messages are host memory: copy through device scratch
+  bool stageThroughDevice = false;  // messages may be host memory: copy those through device scratch
   bool ownsComm = true;    // destroy the communicator with the transport
 };
 
@@ -71,6 +73,9 @@ class NcclTransport final : public Transport {
                                  NativeType type) override;
   std::unique_ptr<Transport> split(int color, int key) override;
   int nodeId() const override;
+  // What NCCL moves (NcclApi::movesMemory): CUDA device memory, as it is. Host messages are staged
+  // through device scratch with stageThroughDevice.
+  bool acceptsDeviceMemory(std::string_view memorySpace) const override;
 
   // The caller's stream for the next operations, of this transport and its sub-transports (which share
   // it): adaprecNcclAllReduce queues on the stream it is given. Nothing may be in flight.

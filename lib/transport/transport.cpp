@@ -103,6 +103,8 @@ void Transport::nativeAllreduceOutOfPlace(const void* send, void* recv, std::siz
   nativeAllreduce(recv, count, type);
 }
 
+bool Transport::acceptsDeviceMemory(std::string_view) const { return false; }
+
 namespace detail {
 
 int ranksPerNodeOverride() {

@@ -25,7 +25,7 @@ constexpr int kRanksPerNode = 2;
 
 DeviceRunOptions onGpu() {
   DeviceRunOptions run;
-  run.makeDevice = [] { return detail::makeCudaDeviceCodec(); };
+  run.makeDevice = [](int) { return detail::makeCudaDeviceCodec(); };
   return run;
 }
 

@@ -183,6 +183,7 @@ void CpuStandInDevice::copyToHost(void* host, const void* device, std::size_t by
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireHost(host, bytes, "copyToHost destination");
   requireDevice(device, bytes, "copyToHost source");
+  hostDeviceCopyBytes_ += bytes;
   enqueue([=] { std::memcpy(host, real(device), bytes); });
 }
 
@@ -190,7 +191,22 @@ void CpuStandInDevice::copyToDevice(void* device, const void* host, std::size_t 
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(device, bytes, "copyToDevice destination");
   requireHost(host, bytes, "copyToDevice source");
+  hostDeviceCopyBytes_ += bytes;
   enqueue([=] { std::memcpy(real(device), host, bytes); });
+}
+
+bool CpuStandInDevice::owns(const void* p) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  auto it = allocations_.upper_bound(b);
+  return it != allocations_.begin() && (--it, b >= it->first && b < it->first + it->second);
+}
+
+void* CpuStandInDevice::transportAddress(const void* p, std::size_t bytes, const char* what) const {
+  requireDevice(p, bytes, what);
+  ADAPREC_CHECK(queue_.empty(), ErrorCode::kInternal,
+                "CPU device stand-in: " << what << " got device memory while " << queue_.size()
+                                        << " operation(s) were still queued on its stream (synchronize first)");
+  return const_cast<void*>(static_cast<const void*>(real(static_cast<const std::byte*>(p))));
 }
 
 void CpuStandInDevice::copyOnDevice(void* dst, const void* src, std::size_t bytes) {

@@ -32,6 +32,9 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   ~CpuStandInDevice() override;
 
   bool hostMemory() const override { return false; }
+  // Only the test transports of device_memory_transport.hpp take this memory (translating it).
+  static constexpr std::string_view kMemorySpace = "cpu-stand-in";
+  std::string_view memorySpace() const override { return kMemorySpace; }
   void encode(Format format, const float* src, std::size_t n, std::byte* chunk, std::size_t bytes) override;
   void encodeWithResidual(Format format, const float* src, float* residual, std::size_t n, std::byte* chunk,
                           std::size_t bytes) override;
@@ -55,6 +58,17 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   // Runs the queue whatever skipSynchronize says (to read results after a skipped one).
   void drain();
   std::size_t liveAllocations() const { return allocations_.size(); }
+  // Bytes the copies moved between host and device memory (both directions), over this device's life:
+  // what staging costs, and what a transport that takes device memory saves.
+  std::size_t hostDeviceCopyBytes() const { return hostDeviceCopyBytes_; }
+
+  // For the test transports that take this device's memory (device_memory_transport.hpp), as a
+  // CUDA-aware MPI or NCCL takes a device pointer. owns: p lies in a live allocation.
+  bool owns(const void* p) const;
+  // The host address behind device memory [p, p + bytes). The buffer must lie in a live allocation and
+  // the stream must be idle: handing a buffer to a transport with work still queued is what a missing
+  // cudaStreamSynchronize before MPI_Isend or ncclSend does, and here it is an Error(kInternal).
+  void* transportAddress(const void* p, std::size_t bytes, const char* what) const;
 
  private:
   void enqueue(std::function<void()> op) { queue_.push_back(std::move(op)); }
@@ -70,6 +84,7 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   std::deque<std::function<void()>> queue_;
   std::size_t synchronizations_ = 0;
   std::size_t skip_ = static_cast<std::size_t>(-1);
+  std::size_t hostDeviceCopyBytes_ = 0;
 };
 
 }  // namespace adaprec::test

@@ -18,7 +18,7 @@ struct DeviceRunOptions {
   // Each rank's device (required for runDeviceAllreduce), and how to make everything it was given
   // happen before a result is read (default: synchronize; the stand-in's tests drain it instead,
   // whatever a hook skipped).
-  std::function<std::shared_ptr<detail::DeviceCodec>()> makeDevice;
+  std::function<std::shared_ptr<detail::DeviceCodec>(int rank)> makeDevice;
   std::function<void(detail::DeviceCodec&)> flush;
   bool outOfPlace = false;
   int repetitions = 1;     // as runLoopbackAllreduce: input restored before each, results averaged
@@ -27,6 +27,15 @@ struct DeviceRunOptions {
   std::function<void(detail::DeviceCodec&, int rep)> beforeRepetition;
   // Inputs of repetitions after the first (default: the same as the first).
   const std::vector<std::vector<float>>* laterInputs = nullptr;
+  // What each rank's Communicator runs over, given the rank's transport and device (default: the
+  // transport itself; device_memory_transport.hpp: one that takes the device's memory as it is).
+  std::function<std::shared_ptr<Transport>(std::shared_ptr<Transport>, detail::DeviceCodec&)> wrapTransport;
+  // Called on each rank after its calls, with its device and the transport its Communicator used.
+  std::function<void(int rank, detail::DeviceCodec&, Transport&)> inspect;
+  // Runs body(rank, transport) on one thread per rank (default: a loopback group of `ranks` with
+  // `ranksPerNode`; nccl_fake_run.hpp: the NCCL transport over the NCCL fake). Must rethrow a rank's error.
+  std::function<void(int ranks, int ranksPerNode, const std::function<void(int, std::shared_ptr<Transport>)>& body)>
+      runRanks;
 };
 
 struct DeviceOutcome : LoopbackOutcome {
@@ -39,14 +48,13 @@ inline DeviceOutcome runDeviceAllreduce(int ranksPerNode, const std::vector<std:
                                         const std::vector<AllreduceOptions>& options,
                                         const DeviceRunOptions& run = {}) {
   const int p = static_cast<int>(inputs.size());
-  LoopbackGroup group(p, ranksPerNode);
   DeviceOutcome out;
   out.outputs.resize(p);
   out.stats.resize(p);
   out.errors.resize(p);
   out.feedbackState.resize(p);
-  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-    const std::shared_ptr<detail::DeviceCodec> device = run.makeDevice();
+  auto body = [&](int rank, std::shared_ptr<Transport> transport) {
+    const std::shared_ptr<detail::DeviceCodec> device = run.makeDevice(rank);
     auto flush = [&] {
       if (run.flush) {
         run.flush(*device);
@@ -57,7 +65,8 @@ inline DeviceOutcome runDeviceAllreduce(int ranksPerNode, const std::vector<std:
     try {
       CommunicatorOptions copt = CommunicatorOptions::fromEnvironment();
       copt.timeoutSeconds = run.timeoutSeconds;
-      Communicator comm(transport, copt);
+      const std::shared_ptr<Transport> used = run.wrapTransport ? run.wrapTransport(transport, *device) : transport;
+      Communicator comm(used, copt);
       comm.setDevice(device);
       const std::size_t n = inputs[rank].size();
       const std::size_t bytes = n * sizeof(float);
@@ -82,12 +91,19 @@ inline DeviceOutcome runDeviceAllreduce(int ranksPerNode, const std::vector<std:
       device->release(in);
       if (result != in) device->release(result);
       device->synchronize();
+      if (run.inspect) run.inspect(rank, *device, *used);
     } catch (const Error& e) {
       out.errors[rank] = e.code();
       flush();
       if (e.code() != ErrorCode::kMismatch && e.code() != ErrorCode::kUnsupported && run.timeoutSeconds == 0) throw;
     }
-  });
+  };
+  if (run.runRanks) {
+    run.runRanks(p, ranksPerNode, body);
+  } else {
+    LoopbackGroup group(p, ranksPerNode);
+    runLoopback(group, body);
+  }
   return out;
 }
 

@@ -31,6 +31,10 @@ struct RunSetup {
   // The transport's timeout; with one, every allreduce ends with a completion vote. 0: none (the
   // default of a Communicator), so a deadlock hangs until meson's timeout.
   std::chrono::milliseconds timeout = kNcclTestTimeout;
+  // The NcclApi each rank's transport calls (default: the shared fake itself), e.g. a decorator that
+  // moves a rank's CPU stand-in device memory (stand_in_nccl_api.hpp).
+  std::function<std::shared_ptr<detail::NcclApi>(int rank, const std::shared_ptr<detail::NcclFake>& fake)> rankApi =
+      nullptr;
 };
 
 // Calls body(rank, transport) on one thread per rank with an NCCL transport over a fresh NcclFake. If a
@@ -54,7 +58,9 @@ inline void runOnNcclFake(const RunSetup& setup,
         detail::NcclTransportOptions options;
         options.nodeId = setup.ranksPerNode > 0 ? r / setup.ranksPerNode : 0;
         options.stageThroughDevice = setup.stageThroughDevice;
-        auto transport = std::make_shared<detail::NcclTransport>(fake, comm, stream, options);
+        std::shared_ptr<detail::NcclApi> api = fake;
+        if (setup.rankApi) api = setup.rankApi(r, fake);
+        auto transport = std::make_shared<detail::NcclTransport>(api, comm, stream, options);
         transport->setTimeout(setup.timeout);
         body(r, transport);
       } catch (...) {

@@ -7,10 +7,13 @@
 // the host path's results and residuals bit for bit. Ranks are grouped two per emulated node.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "adaprec/codec.hpp"
 #include "cpu_device.hpp"
+#include "device_memory_transport.hpp"
 #include "device_run.hpp"
 #include "engine_check.hpp"
 
@@ -24,15 +27,36 @@ constexpr int kRanksPerNode = 2;
 // Each rank on its own stand-in (serial launcher, or threaded with this many threads per block).
 DeviceRunOptions onStandIn(unsigned threadsPerBlock = 0) {
   DeviceRunOptions run;
-  run.makeDevice = [threadsPerBlock] { return std::make_shared<CpuStandInDevice>(threadsPerBlock); };
+  run.makeDevice = [threadsPerBlock](int) { return std::make_shared<CpuStandInDevice>(threadsPerBlock); };
   run.flush = [](detail::DeviceCodec& device) { static_cast<CpuStandInDevice&>(device).drain(); };
   return run;
 }
 
+// Each rank's transport takes its stand-in's memory as it is (a CUDA-aware MPI or NCCL): encoded
+// messages stay in device memory, nothing is staged through the host. Per rank, after the run: the bytes
+// copied between host and device, and the messages handed over in device memory.
+struct DirectCounts {
+  std::vector<std::size_t> copyBytes;
+  std::vector<std::size_t> deviceMessages;
+};
+void takeDeviceMemory(DeviceRunOptions& run, DirectCounts& counts, int p) {
+  counts.copyBytes.assign(p, 0);
+  counts.deviceMessages.assign(p, 0);
+  run.wrapTransport = [](std::shared_ptr<Transport> inner, detail::DeviceCodec& device) -> std::shared_ptr<Transport> {
+    return std::make_shared<DeviceMemoryTransport>(std::move(inner), static_cast<CpuStandInDevice&>(device));
+  };
+  run.inspect = [&counts](int rank, detail::DeviceCodec& device, Transport& transport) {
+    counts.copyBytes[rank] = static_cast<CpuStandInDevice&>(device).hostDeviceCopyBytes();
+    counts.deviceMessages[rank] = static_cast<DeviceMemoryTransport&>(transport).deviceMessages();
+  };
+}
+
 // Checks a device run like the host sweep does and against the host run of the same (algorithm,
 // wire format). Returns false for the one documented refusal (native with a format it cannot carry).
+// direct: the transport takes device memory (takeDeviceMemory), and the run must not stage: besides
+// the test's own input and result copies, only received chunks' 16-byte headers come down.
 bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count, bool outOfPlace,
-                    unsigned threadsPerBlock = 0) {
+                    unsigned threadsPerBlock = 0, bool direct = false) {
   const bool integers = isLossless(format);
   std::vector<std::vector<float>> inputs;
   for (int r = 0; r < p; ++r) inputs.push_back(makeInput(r, count, integers));
@@ -40,10 +64,12 @@ bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count
   opt.format.format = format;
   opt.algorithm = algorithm;
   INFO("algorithm " << algorithmName(algorithm) << " format " << formatName(format) << " ranks " << p << " count "
-                    << count << " outOfPlace " << outOfPlace << " threads/block " << threadsPerBlock << " seed "
-                    << kSeed);
+                    << count << " outOfPlace " << outOfPlace << " threads/block " << threadsPerBlock << " direct "
+                    << direct << " seed " << kSeed);
   DeviceRunOptions run = onStandIn(threadsPerBlock);
   run.outOfPlace = outOfPlace;
+  DirectCounts counts;
+  if (direct) takeDeviceMemory(run, counts, p);
   const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), run);
   if (got.anyError()) {
     const bool expected = algorithm == Algorithm::kNative && format != Format::kFp32 && format != Format::kBf16 &&
@@ -70,6 +96,20 @@ bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count
   INFO("device vs host: " << differs);
   REQUIRE(differs.empty());
   REQUIRE(got.stats[0].wireBytes == host.stats[0].wireBytes);
+  // Native's 16-bit sums round on the host, so they stay staged; everything else goes direct.
+  const bool stagedAnyway = ran == Algorithm::kNative && wire != Format::kFp32;
+  if (direct && p > 1 && count >= 1000 && !stagedAnyway) {
+    const std::size_t ownCopies = 2 * count * sizeof(float);  // the test's input up, result down
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << counts.copyBytes[r] << " bytes copied, " << counts.deviceMessages[r]
+                   << " device messages");
+      REQUIRE(counts.deviceMessages[r] > 0);
+      REQUIRE(counts.copyBytes[r] >= ownCopies);
+      const std::size_t algorithmCopies = counts.copyBytes[r] - ownCopies;
+      REQUIRE(algorithmCopies % kChunkHeaderBytes == 0);
+      REQUIRE(algorithmCopies <= count);  // headers only: at most a quarter of the buffer's bytes
+    }
+  }
   return true;
 }
 
@@ -81,7 +121,9 @@ void sweep(Algorithm algorithm) {
       const std::size_t counts[] = {0, 1, 7, 1000, 65539};
       for (std::size_t count : counts) {
         const bool outOfPlace = (count + static_cast<std::size_t>(p)) % 2 == 1;
-        if (checkDeviceRun(algorithm, format, p, count, outOfPlace)) ++cases;
+        // Half the cases hand device memory to the transport directly, in and out of place.
+        const bool direct = (count / 2 + static_cast<std::size_t>(p)) % 2 == 1;
+        if (checkDeviceRun(algorithm, format, p, count, outOfPlace, 0, direct)) ++cases;
       }
     }
   }
@@ -103,7 +145,7 @@ TEST_CASE("device sweep auto", "[device_sweep][auto]") { sweep(Algorithm::kAuto)
 TEST_CASE("device runs with the threaded launcher match the host path", "[device][threaded]") {
   for (Format format : allFormats())
     for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot})
-      checkDeviceRun(algorithm, format, 3, 1000, algorithm == Algorithm::kRing, 4);
+      checkDeviceRun(algorithm, format, 3, 1000, algorithm == Algorithm::kRing, 4, algorithm == Algorithm::kTwoShot);
 }
 
 TEST_CASE("device error feedback matches the host path, residuals included", "[device][ef]") {
@@ -128,6 +170,8 @@ TEST_CASE("device error feedback matches the host path, residuals included", "[d
         run.repetitions = 3;
         run.laterInputs = &later;
         run.outOfPlace = p == 4;
+        DirectCounts counts;
+        if (p == 6) takeDeviceMemory(run, counts, p);  // residuals with messages in device memory too
         const std::vector<AllreduceOptions> options(p, opt);
         const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
         const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, options, run);
@@ -207,6 +251,24 @@ TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]"
       const DeviceOutcome skipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
       const bool wrong = skipped.anyError() || !firstDifference(skipped, host).empty();
       CHECK(wrong);
+      // Direct to a transport that takes device memory: the buffer handed over with the skipped work
+      // still queued is refused on the spot (what a CUDA-aware MPI would send as stale bytes). bf16
+      // native rounds on the host and stays staged: covered above.
+      if (algorithm == Algorithm::kNative) continue;
+      DirectCounts counts;
+      takeDeviceMemory(run, counts, p);
+      run.beforeRepetition = nullptr;
+      const DeviceOutcome directClean = runDeviceAllreduce(kRanksPerNode, a, options, run);
+      REQUIRE_FALSE(directClean.anyError());
+      REQUIRE(firstDifference(directClean, host).empty());
+      run.beforeRepetition = [](detail::DeviceCodec& device, int rep) {
+        auto& standIn = static_cast<CpuStandInDevice&>(device);
+        if (rep == 1) standIn.skipSynchronize(standIn.synchronizations());
+      };
+      run.timeoutSeconds = 2;  // a rank that failed alone releases the others soon
+      const DeviceOutcome directSkipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
+      CHECK(directSkipped.anyError());
+      CHECK(std::count(directSkipped.errors.begin(), directSkipped.errors.end(), ErrorCode::kInternal) > 0);
     }
   }
 }
