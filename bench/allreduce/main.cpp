@@ -11,9 +11,11 @@
 //
 // --device cuda (a -Dcuda=enabled build and a GPU per rank; exit 77 without one): the buffers live on
 // the device and reach the engine through Communicator::setDevice with the CUDA device codec; with
-// --transport mpi the encoded messages are staged through host memory by the algorithms (baseline:
-// MPI_Allreduce of the buffer copied to the host and back), with --transport nccl they go over the
-// NCCL transport (baseline: ncclAllReduce of the device buffers).
+// --transport mpi the encoded messages are staged through host memory by the algorithms, or with a
+// CUDA-aware MPI (MPIX_Query_cuda_support) handed to it in device memory (baseline: MPI_Allreduce of
+// the buffer copied to the host and back, or of the device buffer itself), with --transport nccl they go over the
+// NCCL transport (baseline: ncclAllReduce of the device buffers; a second baseline row, NCCL's own fp8
+// sum, where NCCL >= 2.24 and every rank's GPU is sm_90 or newer: nccl_fp8.hpp).
 #include <mpi.h>
 
 #include <chrono>
@@ -36,6 +38,7 @@
 #include "transport/nccl_transport.hpp"
 #include "bench_options.hpp"
 #include "bench_row.hpp"
+#include "nccl_fp8.hpp"
 #include "rank_collectives.hpp"
 #include "sweep.hpp"
 
@@ -62,8 +65,10 @@ void printLine(const std::string& line) {
 
 // Runs the sweep on one rank; rank 0 prints and writes the files.
 // device: --device cuda's codec (the buffers live there), described by deviceNote; null: host memory.
+// moreBaselines: rows after the baseline's (SweepContext); moreNote: a comment line about them.
 void benchRank(const BenchOptions& options, Communicator& comm, Baseline baseline,
-               detail::DeviceCodec* device = nullptr, const std::string& deviceNote = "") {
+               detail::DeviceCodec* device = nullptr, const std::string& deviceNote = "",
+               std::vector<Baseline> moreBaselines = {}, const std::string& moreNote = "") {
   RankCollectives ranks(comm.transport());
   const int nodes = ranks.nodeCount();
   // --model: the library's cost model, calibrated as auto calibrates (the same probe, or the file
@@ -89,13 +94,15 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     std::printf("# time: median over iterations of the max over ranks; speedup: %s time / row time\n",
                 baseline.name.c_str());
     if (device != nullptr) std::printf("# %s\n", deviceNote.c_str());
+    if (!moreNote.empty()) std::printf("# %s\n", moreNote.c_str());
     if (model)
       std::printf("# cost model (lib/algorithm/cost_model.hpp, as auto calibrates it; link probe %.0f ms, 0: loaded "
                   "from ADAPREC_CALIBRATION):\n%s",
                   probeSeconds * 1e3, detail::describeCalibration(*model, "#   ").c_str());
     printLine(tableHeader(options.model));
   }
-  SweepContext context{options, comm, ranks, std::move(baseline), comm.transport().kind(), model ? &*model : nullptr, nullptr, nullptr, device};
+  SweepContext context{options, comm, ranks, std::move(baseline), comm.transport().kind(), model ? &*model : nullptr, nullptr, nullptr, device,
+                       std::move(moreBaselines)};
   context.onRow = [&](const BenchRow& row) { printLine(tableLine(row, options.model)); };
   context.onNote = [](const std::string& note) { printLine("# " + note); };
   const std::vector<BenchRow> rows = runSweep(context);
@@ -154,8 +161,9 @@ std::string deviceNote(const CudaProbe& probe, const char* path) {
          "Communicator::setDevice (the CUDA device codec); " + path;
 }
 
-// Device buffers over MPI: the algorithms stage the encoded messages through host memory. The baseline
-// does what a program without AdaPrec would: the fp32 buffer down to the host, MPI_Allreduce, back up.
+// Device buffers over MPI: the algorithms stage the encoded messages through host memory, or hand them
+// to a CUDA-aware MPI in device memory. The baseline does what a program without AdaPrec would: the
+// fp32 buffer down to the host, MPI_Allreduce, back up; with a CUDA-aware MPI, MPI_Allreduce of it.
 void runMpiOnDevice(const BenchOptions& options, const CudaProbe& probe) {
   MPI_Comm baselineComm;
   MPI_Comm_dup(MPI_COMM_WORLD, &baselineComm);
@@ -164,7 +172,15 @@ void runMpiOnDevice(const BenchOptions& options, const CudaProbe& probe) {
     const std::shared_ptr<detail::DeviceCodec> device = detail::makeCudaDeviceCodec();
     comm.setDevice(device);
     auto host = std::make_shared<std::vector<float>>();
-    Baseline baseline{"MPI_Allreduce+copies", [baselineComm, device, host](const float* send, float* recv, std::size_t count) {
+    const bool cudaAware = comm.transport().acceptsDeviceMemory(device->memorySpace());
+    Baseline baseline{cudaAware ? "MPI_Allreduce" : "MPI_Allreduce+copies",
+                      [baselineComm, device, host, cudaAware](const float* send, float* recv, std::size_t count) {
+                        if (cudaAware) {
+                          device->synchronize();
+                          const int rc = MPI_Allreduce(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, baselineComm);
+                          ADAPREC_CHECK(rc == MPI_SUCCESS, ErrorCode::kTransport, "MPI_Allreduce returned " << rc);
+                          return;
+                        }
                         host->resize(count);
                         device->copyToHost(host->data(), send, count * sizeof(float));
                         device->synchronize();
@@ -175,8 +191,11 @@ void runMpiOnDevice(const BenchOptions& options, const CudaProbe& probe) {
                         device->synchronize();
                       }};
     benchRank(options, comm, std::move(baseline), device.get(),
-              deviceNote(probe, "messages staged through host memory by the algorithms; baseline: the buffer "
-                                "copied to the host, MPI_Allreduce, copied back"));
+              deviceNote(probe, cudaAware ? "CUDA-aware MPI: messages handed to MPI in device memory; baseline: "
+                                            "MPI_Allreduce of the device buffers"
+                                          : "messages staged through host memory by the algorithms (MPI is not "
+                                            "CUDA-aware); baseline: the buffer copied to the host, MPI_Allreduce, "
+                                            "copied back"));
   }
   MPI_Comm_free(&baselineComm);
 }
@@ -185,6 +204,39 @@ void checkNccl(detail::NcclApi& api, detail::NcclResult result, const char* call
   ADAPREC_CHECK(result == detail::NcclResult::kSuccess, ErrorCode::kTransport,
                 "NCCL " << call << ": " << api.errorString(result) << " " << api.lastError());
 }
+
+// The e5m2 send and receive buffers of the fp8 baseline, grown on demand: the first (untimed warm-up)
+// call of each size allocates, so no timed call does.
+class NcclFp8Buffers {
+ public:
+  explicit NcclFp8Buffers(std::shared_ptr<detail::NcclApi> api) : api_(std::move(api)) {}
+  ~NcclFp8Buffers() { release(); }
+  NcclFp8Buffers(const NcclFp8Buffers&) = delete;
+  NcclFp8Buffers& operator=(const NcclFp8Buffers&) = delete;
+
+  void reserve(std::size_t count) {
+    if (count <= capacity_) return;
+    release();
+    void* memory = nullptr;
+    const std::size_t stride = (count + 255) / 256 * 256;  // recv 256-byte aligned, as cudaMalloc's
+    checkNccl(*api_, api_->deviceAlloc(&memory, 2 * stride), "cudaMalloc");
+    send = static_cast<std::uint8_t*>(memory);
+    recv = send + stride;
+    capacity_ = count;
+  }
+  void release() {
+    if (send != nullptr) api_->deviceFree(send);
+    send = recv = nullptr;
+    capacity_ = 0;
+  }
+
+  std::uint8_t* send = nullptr;
+  std::uint8_t* recv = nullptr;
+
+ private:
+  std::shared_ptr<detail::NcclApi> api_;
+  std::size_t capacity_ = 0;
+};
 
 // Device buffers over the NCCL transport (one communicator over all ranks, bootstrapped over MPI), the
 // device codec on the same stream; the baseline is ncclAllReduce of the device buffers.
@@ -204,7 +256,7 @@ void runNcclOnDevice(const BenchOptions& options, const CudaProbe& probe, const 
     detail::NcclTransportOptions transportOptions;
     transportOptions.nodeId = place.nodeLeader;
     transportOptions.jobRank = rank;
-    transportOptions.stageThroughDevice = true;  // the engine's messages are host memory (the device seam stages)
+    transportOptions.stageThroughDevice = true;  // device messages go as they are; the library's host ones staged
     transportOptions.ownsComm = false;           // the baseline uses it too; destroyed below
     auto transport = std::make_shared<detail::NcclTransport>(api, ncclComm, stream, transportOptions);
     Communicator comm(transport);
@@ -216,9 +268,42 @@ void runNcclOnDevice(const BenchOptions& options, const CudaProbe& probe, const 
                         checkNccl(*api, api->streamSynchronize(stream, ncclComm, std::chrono::milliseconds(0)),
                                   "cudaStreamSynchronize");
                       }};
+    // NCCL's own fp8 sum: a row only where every rank can run it (NCCL checks the smallest compute
+    // capability of the communicator).
+    const std::string unsupported = ncclFp8Unsupported();
+    int fp8Everywhere = unsupported.empty() ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &fp8Everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    std::vector<Baseline> moreBaselines;
+    auto fp8 = std::make_shared<NcclFp8Buffers>(api);
+    std::string fp8Note;
+    if (fp8Everywhere != 0) {
+      // One e5m2 rounding of the input, then one per addition (p-1 in any order NCCL picks): p
+      // quantizations, within the p+1 the #wrong check allows (result_check.hpp).
+      moreBaselines.push_back({"ncclAllReduce",
+                               [api, ncclComm, stream, fp8](const float* send, float* recv, std::size_t count) {
+                                 fp8->reserve(count);
+                                 void* cudaStream = reinterpret_cast<void*>(stream);
+                                 floatToE5m2(send, fp8->send, count, cudaStream);
+                                 checkNccl(*api, api->allReduceSum(fp8->send, fp8->recv, count,
+                                                                   detail::NcclDataType::kFloat8e5m2, ncclComm, stream),
+                                           "ncclAllReduce(ncclFloat8e5m2)");
+                                 e5m2ToFloat(fp8->recv, recv, count, cudaStream);
+                                 checkNccl(*api, api->streamSynchronize(stream, ncclComm, std::chrono::milliseconds(0)),
+                                           "cudaStreamSynchronize");
+                               },
+                               Format::kFp8, size});
+      fp8Note = "second baseline, format fp8: the buffer converted to e5m2 on the device (RNE, saturating), "
+                "ncclAllReduce(ncclFloat8e5m2), converted back, timed together";
+    } else {
+      fp8Note = "fp8 baseline ncclAllReduce(ncclFloat8e5m2) skipped: " +
+                (unsupported.empty() ? std::string("needs sm_90 or newer on every rank; another rank's GPU is older")
+                                     : unsupported);
+    }
     benchRank(options, comm, std::move(baseline), device.get(),
-              deviceNote(probe, "messages over the NCCL transport (staged through device scratch); baseline: "
-                                "ncclAllReduce of the device buffers"));
+              deviceNote(probe, "messages over the NCCL transport in device memory (no staging); baseline: "
+                                "ncclAllReduce of the device buffers"),
+              std::move(moreBaselines), fp8Note);
+    fp8->release();
   }
   checkNccl(*api, api->commDestroy(ncclComm), "ncclCommDestroy");
   checkNccl(*api, api->streamDestroy(stream), "cudaStreamDestroy");

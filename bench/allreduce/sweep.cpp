@@ -125,6 +125,21 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     if (predict) native.predictedUs = detail::predictSeconds(*context.model, Algorithm::kNative, Format::kFp32, count) * 1e6;
     emit(context, rows, std::move(native));
 
+    // The other baselines, timed and checked as the fp32 one; the bytes a ring of their format sends.
+    for (const Baseline& more : context.moreBaselines) {
+      BenchRow row = baseRow(context, count, nodes);
+      row.format = std::string(formatName(more.format));
+      row.algo = more.name;
+      const double seconds = timeCollective(context.ranks, std::max(options.warmup, 1), options.iterations,
+                                            [&] { more.allreduce(buffers.sendArg, buffers.recvArg, count); });
+      const double bits = bitsPerElement(more.format);
+      fillTiming(row, seconds, p > 1 ? 2.0 * (p - 1) / p * count * bits / 8 : 0.0, baselineSeconds);
+      row.ratio = 32.0 / bits;
+      row.quantizations = more.quantizations;
+      fillCheck(context, row, data, buffers, more.format, false);
+      emit(context, rows, std::move(row));
+    }
+
     for (const FormatSpec& spec : options.formats) {
       for (Algorithm requested : options.algorithms) {
         AllreduceOptions allreduceOptions;

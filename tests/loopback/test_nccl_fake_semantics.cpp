@@ -234,3 +234,49 @@ TEST_CASE("nccl transport without a timeout (no completion votes) equals loopbac
                           20001 * sizeof(float)) == 0);
   }
 }
+
+TEST_CASE("nccl fake: ncclFloat8e5m2 sums as NCCL's kernels do: e5m2 after every addition, ties to even, "
+          "satfinite",
+          "[nccl_fake]") {
+  // e5m2 codes: value 2^(e-15) (1 + m/4), 0x3c = 1.0, 0x30 = 0.125, 0x7b = 57344 (largest finite),
+  // 0x7c = Inf. Each entry is one element; the sum is ((rank 0 + rank 1) + rank 2), rounded to e5m2
+  // after each addition (NCCL: __nv_fp8_e5m2(__hadd(..)), saturating).
+  struct Element {
+    std::array<std::uint8_t, 3> ranks;
+    std::uint8_t sum;
+  };
+  const std::vector<Element> elements = {
+      // 1 + 0.125 = 1.125, halfway between 1.0 (0x3c, even) and 1.25: 1.0, twice (exact sum 1.25).
+      {{0x3c, 0x30, 0x30}, 0x3c},
+      // 1.25 + 0.125 = 1.375, halfway between 1.25 (odd) and 1.5 (0x3e, even): 1.5; + 0.
+      {{0x3d, 0x30, 0x00}, 0x3e},
+      // 57344 + 4096 = 61440, halfway between 57344 (odd) and 65536 (beyond e5m2): saturates to
+      // 57344, not Inf; + 57344 overflows fp16 (Inf), saturates again.
+      {{0x7b, 0x6c, 0x7b}, 0x7b},
+      // Inf + 1: satfinite turns Inf into 57344 (the library's fp8 would keep Inf); + 1: 57344.
+      {{0x7c, 0x3c, 0x3c}, 0x7b},
+      // -57344 + -57344 saturates to -57344; + 4096 = -53248, halfway between -49152 (0xfa, even)
+      // and -57344: -49152 (the exact sum is -110592).
+      {{0xfb, 0xfb, 0x6c}, 0xfa},
+      // Subnormals: 10 * 2^-16 + 2^-16 = 11 * 2^-16, halfway between 0x09 (odd) and 0x0a = 12 * 2^-16;
+      // + (-0).
+      {{0x09, 0x01, 0x80}, 0x0a},
+      // -Inf + Inf = NaN (0x7f), and NaN stays NaN.
+      {{0xfc, 0x7c, 0x3c}, 0x7f},
+  };
+  const std::size_t n = elements.size();
+  FakeWorld w(3);
+  std::vector<std::vector<std::uint8_t>> send(3, std::vector<std::uint8_t>(n)), recv(3, std::vector<std::uint8_t>(n));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t r = 0; r < 3; ++r) send[r][i] = elements[i].ranks[r];
+  for (std::size_t r = 0; r < 3; ++r)
+    REQUIRE(w.fake.allReduceSum(send[r].data(), recv[r].data(), n, NcclDataType::kFloat8e5m2, w.comms[r], w.streams[r]) ==
+            NcclResult::kSuccess);
+  for (int r = 0; r < 3; ++r) REQUIRE(w.sync(r, 1000ms) == NcclResult::kSuccess);
+  for (std::size_t r = 0; r < 3; ++r) {
+    for (std::size_t i = 0; i < n; ++i) {
+      INFO("rank " << r << ", element " << i);
+      CHECK(static_cast<int>(recv[r][i]) == static_cast<int>(elements[i].sum));
+    }
+  }
+}
