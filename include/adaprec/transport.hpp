@@ -65,6 +65,9 @@ class Transport {
   // complement give min and max in one call) and for timing decisions every rank must share. The
   // default is a dissemination exchange over isend/irecv (any rank count); MPI overrides it.
   virtual void allreduceMax(std::uint64_t* values, std::size_t count);
+  // Collective: returns once every rank has called it (one allreduceMax of nothing). For timings that
+  // must start together on every rank (auto's probe and trial).
+  void barrier();
 
   // Uncompressed sum over ranks of `count` elements of `type` stored in `recv` (in place), bit-identical
   // on every rank. The default gathers to rank 0, sums in rank order and broadcasts; MPI overrides it

@@ -32,11 +32,6 @@ std::string secondsText(double s) {
   return buffer;
 }
 
-void barrier(Transport& transport) {
-  std::uint64_t none = 0;
-  transport.allreduceMax(&none, 1);
-}
-
 }  // namespace
 
 AutoSelector::AutoSelector(RankLayout layout, AutoSettings settings)
@@ -111,7 +106,7 @@ const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format 
   if (!calibration_) loadOrProbe(transport);
   if (calibration_->codec.count(format) == 0) {
     // Every rank holds the same calibration, so every rank lacks the same format and probes it now.
-    barrier(transport);
+    transport.barrier();
     calibration_->codec[format] = agreeCodec(transport, measureCodec(format));
     save(transport);
   }

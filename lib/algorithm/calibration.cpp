@@ -45,11 +45,6 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-void barrier(Transport& transport) {
-  std::uint64_t none = 0;
-  transport.allreduceMax(&none, 1);
-}
-
 // Median half round trip of `bytes` between rank 0 and `peer`, on those two ranks (0 elsewhere).
 double halfRoundTrip(Transport& transport, int peer, std::size_t bytes, int reps) {
   const int me = transport.rank();
@@ -71,9 +66,9 @@ double halfRoundTrip(Transport& transport, int peer, std::size_t bytes, int reps
 }
 
 LinkCost pingPong(Transport& transport, int peer, std::size_t largeBytes) {
-  barrier(transport);
+  transport.barrier();
   const double small = halfRoundTrip(transport, peer, kSmallBytes, kSmallReps);
-  barrier(transport);
+  transport.barrier();
   const double large = halfRoundTrip(transport, peer, largeBytes, kLargeReps);
   if (small == 0.0 && large == 0.0) return {};  // not taking part: 0 loses the max-reduction
   return {small, static_cast<double>(largeBytes) / std::max(large - small, 1e-9)};
@@ -87,7 +82,7 @@ double loadedBytesPerSecond(Transport& transport, const std::vector<int>& next, 
   std::vector<std::byte> in(bytes);
   std::vector<double> times;
   for (int rep = 0; rep <= kLargeReps; ++rep) {
-    barrier(transport);
+    transport.barrier();
     const auto start = Clock::now();
     RequestPtr receive = transport.irecv(previous[static_cast<std::size_t>(me)], in.data(), bytes, kTagCalibration);
     RequestPtr send = transport.isend(next[static_cast<std::size_t>(me)], out.data(), bytes, kTagCalibration);
@@ -219,7 +214,7 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
     std::vector<double> times;
     const int warm = bytes == sizes.front() ? 1 : 0;
     for (int rep = 0; rep < warm + kNativeReps; ++rep) {
-      barrier(transport);
+      transport.barrier();
       const auto start = Clock::now();
       transport.nativeAllreduce(buffer.data(), bytes / sizeof(float), NativeType::kFp32);
       if (rep >= warm) times.push_back(seconds(start));
@@ -227,7 +222,7 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
     }
     c.native.emplace_back(static_cast<double>(bytes), median(times));
   }
-  barrier(transport);  // the codec runs on every rank at once, as inside an allreduce
+  transport.barrier();  // the codec runs on every rank at once, as inside an allreduce
   c.codec[Format::kFp32] = measureCodec(Format::kFp32);
   return c;
 }

@@ -389,8 +389,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   // from a common start: without it a rank's time would include waiting for the last to arrive.
   std::uint64_t trialStart = 0;
   if (autoTrial) {
-    std::uint64_t none = 0;
-    impl_->transport->allreduceMax(&none, 1);
+    impl_->transport->barrier();
     trialStart = detail::fastClockTicks();
   }
   if (algorithm == Algorithm::kNative && options.algorithm == Algorithm::kAuto) {

@@ -105,6 +105,11 @@ void Transport::nativeAllreduceOutOfPlace(const void* send, void* recv, std::siz
 
 bool Transport::acceptsDeviceMemory(std::string_view) const { return false; }
 
+void Transport::barrier() {
+  std::uint64_t none = 0;
+  allreduceMax(&none, 1);
+}
+
 namespace detail {
 
 int ranksPerNodeOverride() {

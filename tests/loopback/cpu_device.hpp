@@ -87,4 +87,12 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   std::size_t hostDeviceCopyBytes_ = 0;
 };
 
+// A DeviceRunOptions::beforeRepetition hook (device_run.hpp) for the tests that prove a missing
+// synchronization is caught: from repetition 1 on, the stand-in skips the next synchronize() (the
+// second call's first one; repetition 0 grew the workspace, whose own synchronization it would be).
+inline void skipNextSynchronizeAfterFirstCall(detail::DeviceCodec& device, int rep) {
+  auto& standIn = static_cast<CpuStandInDevice&>(device);
+  if (rep >= 1) standIn.skipSynchronize(standIn.synchronizations());
+}
+
 }  // namespace adaprec::test

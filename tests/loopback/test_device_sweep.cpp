@@ -244,10 +244,7 @@ TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]"
       const DeviceOutcome clean = runDeviceAllreduce(kRanksPerNode, a, options, run);
       REQUIRE_FALSE(clean.anyError());
       REQUIRE(firstDifference(clean, host).empty());
-      run.beforeRepetition = [](detail::DeviceCodec& device, int rep) {
-        auto& standIn = static_cast<CpuStandInDevice&>(device);
-        if (rep == 1) standIn.skipSynchronize(standIn.synchronizations());
-      };
+      run.beforeRepetition = skipNextSynchronizeAfterFirstCall;
       const DeviceOutcome skipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
       const bool wrong = skipped.anyError() || !firstDifference(skipped, host).empty();
       CHECK(wrong);
@@ -261,10 +258,7 @@ TEST_CASE("a skipped synchronization gives a wrong result", "[device][deferred]"
       const DeviceOutcome directClean = runDeviceAllreduce(kRanksPerNode, a, options, run);
       REQUIRE_FALSE(directClean.anyError());
       REQUIRE(firstDifference(directClean, host).empty());
-      run.beforeRepetition = [](detail::DeviceCodec& device, int rep) {
-        auto& standIn = static_cast<CpuStandInDevice&>(device);
-        if (rep == 1) standIn.skipSynchronize(standIn.synchronizations());
-      };
+      run.beforeRepetition = skipNextSynchronizeAfterFirstCall;
       run.timeoutSeconds = 2;  // a rank that failed alone releases the others soon
       const DeviceOutcome directSkipped = runDeviceAllreduce(kRanksPerNode, a, options, run);
       CHECK(directSkipped.anyError());

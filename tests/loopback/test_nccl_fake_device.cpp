@@ -144,13 +144,8 @@ TEST_CASE("NCCL device: a skipped synchronization is refused", "[nccl_device][de
     opt.algorithm = algorithm;
     NcclDeviceRun nccl(p);
     nccl.run.timeoutSeconds = 2;
-    // The second call's first synchronization (the first call grew the workspace, whose own
-    // synchronization would otherwise be the one skipped).
     nccl.run.repetitions = 2;
-    nccl.run.beforeRepetition = [](detail::DeviceCodec& device, int rep) {
-      auto& standIn = static_cast<CpuStandInDevice&>(device);
-      if (rep == 1) standIn.skipSynchronize(standIn.synchronizations());
-    };
+    nccl.run.beforeRepetition = skipNextSynchronizeAfterFirstCall;
     bool refused = false;
     try {
       const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), nccl.run);
