@@ -122,14 +122,19 @@ void Residuals::useDevice(DeviceCodec* device) {
 std::span<std::byte> Workspace::bytes(std::size_t slot, std::size_t size) {
   ADAPREC_CHECK(slot < kSlots, ErrorCode::kInternal, "workspace slot " << slot);
   if (capacity_[slot] < size) {
+    // A queued copy or kernel may still use the old buffer: the stream drains first (rare: buffers
+    // only grow). That also covers stream-ordered device memory, which cudaMallocAsync may hand back
+    // from what a queued cudaFreeAsync frees, going to the transport outside the stream's order.
+    if (device_ != nullptr) device_->synchronize();
     buffers_[slot].reset();  // release first: the old and new buffer need not coexist
-    if (device_ != nullptr) {
-      DeviceCodec* device = device_;
+    DeviceCodec* device = device_;
+    if (device != nullptr && onDevice_) {
       buffers_[slot] = std::shared_ptr<std::byte>(static_cast<std::byte*>(device->allocate(size)),
                                                   [device](std::byte* p) { device->release(p); });
-      // Stream-ordered memory (cudaMallocAsync may hand back what a queued cudaFreeAsync frees) goes to
-      // the transport, outside the stream's order, only once the stream has caught up.
       device->synchronize();
+    } else if (device != nullptr) {
+      buffers_[slot] = std::shared_ptr<std::byte>(static_cast<std::byte*>(device->allocateHost(size)),
+                                                  [device](std::byte* p) { device->releaseHost(p); });
     } else {
       buffers_[slot] = std::shared_ptr<std::byte>(new std::byte[size], std::default_delete<std::byte[]>());
     }
@@ -142,13 +147,17 @@ bool deviceDirect(const Transport& transport, const DeviceCodec* device) {
   return device != nullptr && !device->hostMemory() && transport.acceptsDeviceMemory(device->memorySpace());
 }
 
-void Workspace::useDevice(DeviceCodec* device) {
-  if (device == device_) return;
+void Workspace::use(DeviceCodec* device, bool onDevice) {
+  if (device != nullptr && device->hostMemory()) device = nullptr;
+  onDevice = onDevice && device != nullptr;
+  if (device == device_ && onDevice == onDevice_) return;
+  if (device_ != nullptr) device_->synchronize();  // nothing queued may still use the old buffers
   for (std::size_t slot = 0; slot < kSlots; ++slot) {
     buffers_[slot].reset();
     capacity_[slot] = 0;
   }
   device_ = device;
+  onDevice_ = onDevice;
 }
 
 std::span<float> Workspace::floats(std::size_t slot, std::size_t count) {

@@ -66,19 +66,25 @@ struct Hierarchy {
 
 // Staging memory reused across calls: the encoded copies of a large buffer are allocated (and
 // page-faulted) once per Communicator instead of on every allreduce. Contents are unspecified.
-// Host memory, or with useDevice the memory of a device whose messages go to the transport directly
-// (the device must outlive the workspace).
+// Host memory; with a device, its staging memory (DeviceCodec::allocateHost: pinned, so copies overlap
+// transfers) or, when its messages go to the transport directly, its device memory. The device must
+// outlive the workspace.
 class Workspace {
  public:
-  static constexpr std::size_t kSlots = 4;  // 0-2: algorithms; 3: hierarchical's intra-node buffer
+  // 0-2: algorithms; 3: hierarchical's intra-node buffer; staged, the host copy of the buffer: 4 for
+  // hierarchical's fp32 messages, 5 for native (which runs inside hierarchical: one slot each).
+  static constexpr std::size_t kSlots = 6;
+  static constexpr std::size_t kHierarchicalHostSlot = 4;
+  static constexpr std::size_t kNativeHostSlot = 5;
   std::span<std::byte> bytes(std::size_t slot, std::size_t size);
   std::span<float> floats(std::size_t slot, std::size_t count);
-  // Where the buffers live from now on: host memory (null) or `device`'s memory. A change releases
-  // every buffer.
-  void useDevice(DeviceCodec* device);
+  // Where the buffers live from now on: plain host memory (device null), `device`'s staging memory,
+  // or its device memory (onDevice). A change releases every buffer.
+  void use(DeviceCodec* device, bool onDevice);
 
  private:
   DeviceCodec* device_ = nullptr;
+  bool onDevice_ = false;
   std::shared_ptr<std::byte> buffers_[kSlots];  // released with delete[] or on device_
   std::size_t capacity_[kSlots] = {};
 };

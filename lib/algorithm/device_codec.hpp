@@ -6,12 +6,13 @@
 //
 // Stream semantics, which every caller must respect: each operation is queued on the
 // implementation's one stream and runs in order. What a copyToHost writes may be read, and a host
-// buffer a copyToDevice reads may be reused, only after synchronize(). The host implementation runs
-// everything at once; the stand-in runs nothing before synchronize(), so a missing one is a wrong
-// result in a test.
+// buffer a copyToDevice reads may be reused, only after synchronize() or waitFor() of a mark() made
+// after the copy. The host implementation runs everything at once; the stand-in runs nothing before
+// synchronize() (or up to the mark waited for), so a missing one is a wrong result in a test.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +52,17 @@ class DeviceCodec {
   virtual void copyOnDevice(void* dst, const void* src, std::size_t bytes) = 0;  // ranges may overlap
   // Waits until everything queued so far has run.
   virtual void synchronize() = 0;
+  // Events: mark() records the point the stream has reached and returns its ticket (increasing);
+  // waitFor(ticket) blocks until everything queued before that mark has run (earlier marks with it).
+  // What lets the host go on (post the next receive, wait for a transfer) while copies and decodes
+  // it queued are still running.
+  virtual std::uint64_t mark() = 0;
+  virtual void waitFor(std::uint64_t ticket) = 0;
+  // Host memory for staging that the device copies from and to asynchronously (CUDA: pinned,
+  // cudaMallocHost; pageable memory makes cudaMemcpyAsync wait for the copy). releaseHost waits for
+  // the device first (as cudaFreeHost does) and never throws.
+  virtual void* allocateHost(std::size_t bytes) = 0;
+  virtual void releaseHost(void* host) = 0;
 };
 
 // Today's host codec (adaprec::encode/decode/decodeAdd) on host memory, run at once. Holds the
@@ -73,10 +85,35 @@ class HostDeviceCodec final : public DeviceCodec {
   void copyToDevice(void* device, const void* host, std::size_t bytes) override;
   void copyOnDevice(void* dst, const void* src, std::size_t bytes) override;
   void synchronize() override {}
+  std::uint64_t mark() override { return 0; }
+  void waitFor(std::uint64_t) override {}
+  void* allocateHost(std::size_t bytes) override;
+  void releaseHost(void* host) override;
 
  private:
   std::vector<float> withResidual_;
   std::vector<float> decoded_;
+};
+
+// Staging memory on the host (DeviceCodec::allocateHost) that gives itself back when it goes out of
+// scope: the owner makes sure the stream no longer copies from or to it by then. Contents unspecified.
+class HostStaging {
+ public:
+  HostStaging(DeviceCodec& device, std::size_t bytes)
+      : device_(device), data_(bytes != 0 ? device.allocateHost(bytes) : nullptr) {}
+  ~HostStaging() {
+    if (data_ != nullptr) device_.releaseHost(data_);
+  }
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  DeviceCodec& device_;
+  void* data_;
 };
 
 // Device memory that gives itself back (in stream order) when it goes out of scope; grows, never

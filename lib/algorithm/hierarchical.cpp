@@ -73,13 +73,11 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
   const bool staged = steps.staged();
   const bool direct = steps.direct();
   DeviceCodec& device = steps.device();
-  std::vector<float> staging;
   float* wire = buf;
-  if (staged) {
-    staging.resize(count);
-    device.copyToHost(staging.data(), buf, count * sizeof(float));
+  if (staged) {  // the workspace is the device's (pinned) staging memory then
+    wire = ctx.workspace.floats(Workspace::kHierarchicalHostSlot, count).data();
+    device.copyToHost(wire, buf, count * sizeof(float));
     device.synchronize();
-    wire = staging.data();
   }
   DeviceScratch incomingOnDevice(device);
   const std::size_t mine = owner ? shares.chunkCount(local) : 0;

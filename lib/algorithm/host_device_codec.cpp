@@ -46,6 +46,8 @@ void HostDeviceCodec::divide(float* buf, std::size_t n, float divisor) {
 
 void* HostDeviceCodec::allocate(std::size_t bytes) { return ::operator new(bytes == 0 ? 1 : bytes); }
 void HostDeviceCodec::release(void* device) { ::operator delete(device); }
+void* HostDeviceCodec::allocateHost(std::size_t bytes) { return ::operator new(bytes == 0 ? 1 : bytes); }
+void HostDeviceCodec::releaseHost(void* host) { ::operator delete(host); }
 void HostDeviceCodec::fillZero(void* device, std::size_t bytes) {
   if (bytes != 0) std::memset(device, 0, bytes);
 }

@@ -5,6 +5,7 @@
 // 2 (p-1)/p * elementBytes * count. Quantizations per value (16-bit): up to p (one per addition the
 // transport performs, plus the initial rounding); fp32: none beyond fp32 summation rounding.
 // A buffer on a device is staged through host memory (copy down, the transport's allreduce, copy up).
+#include <optional>
 #include <vector>
 
 #include "adaprec/error.hpp"
@@ -36,13 +37,19 @@ void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     ctx.transport.nativeAllreduce(buf, count, NativeType::kFp32);
     return;
   }
-  std::vector<float> staging;
+  // Staged through the workspace (the device's pinned staging memory), or, when the workspace is device
+  // memory (direct, a 16-bit format), through staging of its own.
+  std::optional<HostStaging> ownStaging;
   float* host = buf;
   if (device != nullptr) {
-    staging.resize(count);
-    device->copyToHost(staging.data(), buf, count * sizeof(float));
+    if (deviceDirect(ctx.transport, device)) {
+      ownStaging.emplace(*device, count * sizeof(float));
+      host = ownStaging->as<float>();
+    } else {
+      host = ctx.workspace.floats(Workspace::kNativeHostSlot, count).data();
+    }
+    device->copyToHost(host, buf, count * sizeof(float));
     device->synchronize();
-    host = staging.data();
   }
   if (ctx.format == Format::kFp32) {
     ctx.transport.nativeAllreduce(host, count, NativeType::kFp32);

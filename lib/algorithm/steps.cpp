@@ -23,6 +23,39 @@ void account(AlgorithmContext& ctx, double& seconds, Kind kind, std::uint64_t st
 
 }  // namespace
 
+Steps::~Steps() {
+  if (pending_.empty()) return;
+  try {
+    codec_.synchronize();
+  } catch (...) {  // unwinding from another error already: that one is reported
+  }
+}
+
+void Steps::deferred(const void* host, std::size_t bytes, bool deviceWrites) {
+  const auto* b = static_cast<const std::byte*>(host);
+  pending_.push_back(Pending{b, b + bytes, deviceWrites, codec_.mark()});
+}
+
+void Steps::settle(const void* p, std::size_t bytes, bool hostWrites) {
+  if (pending_.empty() || bytes == 0) return;
+  const auto* b = static_cast<const std::byte*>(p);
+  // The latest queued copy that conflicts; the stream runs in order, so waiting for it covers the
+  // earlier ones, which are dropped with it.
+  std::size_t last = pending_.size();
+  for (std::size_t i = pending_.size(); i-- > 0;) {
+    const Pending& q = pending_[i];
+    if (q.begin < b + bytes && b < q.end && (hostWrites || q.deviceWrites)) {
+      last = i;
+      break;
+    }
+  }
+  if (last == pending_.size()) return;
+  const std::uint64_t start = fastClockTicks();
+  codec_.waitFor(pending_[last].ticket);
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+  account(ctx_, ctx_.stats.transferSeconds, Kind::kWait, start);
+}
+
 void Steps::encodeTo(const float* src, std::size_t n, std::byte* chunk, std::size_t bytes, std::size_t slot,
                      std::size_t position, std::size_t total) {
   // A lossless format has no quantization error, so its residual stays zero and is skipped.
@@ -42,7 +75,7 @@ void Steps::encode(const float* src, std::size_t n, std::byte* dst, std::size_t 
     auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
     encodeTo(src, n, chunk, bytes, slot, position, total);
     codec_.copyToHost(dst, chunk, bytes);
-    codec_.synchronize();  // dst is sent next
+    deferred(dst, bytes, true);  // sending dst waits for it
   } else {
     encodeTo(src, n, dst, bytes, slot, position, total);
     if (direct_) codec_.synchronize();  // dst (device memory) is sent next
@@ -58,8 +91,12 @@ void Steps::encodeKeepDecoded(float* data, std::size_t n, std::byte* dst, std::s
     auto* chunk = direct_ ? dst : static_cast<std::byte*>(chunk_.get(bytes));
     encodeTo(data, n, chunk, bytes, slot, position, total);
     if (!isLossless(ctx_.format)) codec_.decode(ctx_.format, chunk, bytes, data, n);
-    if (!direct_) codec_.copyToHost(dst, chunk, bytes);
-    codec_.synchronize();
+    if (direct_) {
+      codec_.synchronize();
+    } else {
+      codec_.copyToHost(dst, chunk, bytes);
+      deferred(dst, bytes, true);
+    }
     account(ctx_, ctx_.stats.encodeSeconds, Kind::kEncode, start);
     return;
   }
@@ -81,6 +118,7 @@ void Steps::checkHeader(const std::byte* header, std::size_t bytes, std::size_t 
 }
 
 std::byte* Steps::upload(const std::byte* src, std::size_t bytes, std::size_t n) {
+  settle(src, bytes, false);  // the host reads the header
   checkHeader(src, bytes, n);
   auto* chunk = static_cast<std::byte*>(chunk_.get(bytes));
   codec_.copyToDevice(chunk, src, bytes);
@@ -110,7 +148,7 @@ void Steps::decode(const std::byte* src, std::size_t bytes, float* dst, std::siz
     codec_.decode(ctx_.format, src, bytes, dst, n);
   } else {
     codec_.decode(ctx_.format, upload(src, bytes, n), bytes, dst, n);
-    codec_.synchronize();  // src (a receive buffer) may be reused once this returns
+    deferred(src, bytes, false);  // a receive into src waits for the upload
   }
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecode, start);
 }
@@ -123,24 +161,27 @@ void Steps::decodeAdd(const std::byte* src, std::size_t bytes, float* acc, std::
     codec_.decodeAdd(ctx_.format, src, bytes, acc, n);
   } else {
     codec_.decodeAdd(ctx_.format, upload(src, bytes, n), bytes, acc, n);
-    codec_.synchronize();
+    deferred(src, bytes, false);
   }
   account(ctx_, ctx_.stats.decodeSeconds, Kind::kDecodeAdd, start);
 }
 
 RequestPtr Steps::send(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag) {
+  settle(data, bytes, false);
   ctx_.stats.wireBytes += bytes;
   ctx_.stats.fp32Bytes += n * sizeof(float);
   return ctx_.transport.isend(peer, data, bytes, tag);
 }
 
 RequestPtr Steps::sendFloats(int peer, const float* data, std::size_t n, int tag) {
+  settle(data, n * sizeof(float), false);
   ctx_.stats.wireBytes += n * sizeof(float);
   ctx_.stats.fp32Bytes += n * sizeof(float);
   return ctx_.transport.isend(peer, data, n * sizeof(float), tag);
 }
 
 RequestPtr Steps::recv(int peer, void* data, std::size_t bytes, int tag) {
+  settle(data, bytes, true);
   return ctx_.transport.irecv(peer, data, bytes, tag);
 }
 
@@ -160,6 +201,7 @@ void Steps::waitRange(std::vector<RequestPtr>& pieces, std::size_t bytes) {
 void Steps::sendPieces(int peer, const std::byte* data, std::size_t bytes, std::size_t n, int tag,
                        std::size_t piece, std::vector<RequestPtr>& into) {
   piece = piece == 0 ? kMaxMessageBytes : std::min(piece, kMaxMessageBytes);
+  settle(data, bytes, false);
   ctx_.stats.fp32Bytes += n * sizeof(float);
   for (std::size_t offset = 0; offset < bytes; offset += piece) {  // an empty range: no message
     const std::size_t size = std::min(piece, bytes - offset);
@@ -171,6 +213,7 @@ void Steps::sendPieces(int peer, const std::byte* data, std::size_t bytes, std::
 std::vector<RequestPtr> Steps::recvPieces(int peer, std::byte* data, std::size_t bytes, int tag,
                                           std::size_t piece) {
   piece = piece == 0 ? kMaxMessageBytes : std::min(piece, kMaxMessageBytes);
+  settle(data, bytes, true);
   std::vector<RequestPtr> pieces;
   for (std::size_t offset = 0; offset < bytes; offset += piece)
     pieces.push_back(ctx_.transport.irecv(peer, data + offset, std::min(piece, bytes - offset), tag));

@@ -5,12 +5,15 @@
 // buffers the transport sends and receives) live in host memory, unless the transport accepts the
 // device's memory (Transport::acceptsDeviceMemory: CUDA-aware MPI, NCCL), when they are device memory
 // too and go to the transport directly ("direct"). Staged, encode runs on the device into a device
-// chunk that is copied to the host buffer, and decode copies the received bytes up and decodes there;
-// direct, encode writes and decode reads the workspace buffer itself, with no copy. Either way each
-// step synchronizes the stream before it returns, so nothing is queued on the device when a buffer
-// goes to the transport (correctness first: docs/gpu.md says where copies could overlap transfers
-// instead). Device time is counted where the stream is synchronized: encodeKeepDecoded's decode counts
-// as encode time there.
+// chunk that is copied to the (pinned) host buffer, and decode copies the received bytes up and decodes
+// there, all queued without waiting: a mark() after each is kept with the host range it touches, and
+// the host waits for it only when that range goes to the transport next (a send waits for the copy
+// that fills it; a receive into a buffer a queued upload still reads waits for the upload). So the
+// device's copies and decodes run while the host posts and waits for the next transfers. Direct,
+// encode writes and decode reads the workspace buffer itself, with no copy, and each step synchronizes
+// the stream before it returns: nothing is queued on the device when device memory goes to the
+// transport. Device time is counted where the host waits: staged, a deferred decode's device time
+// shows up in the wait of whichever step waits for it.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +32,11 @@ class Steps {
       : ctx_(ctx),
         codec_(ctx.device != nullptr ? *ctx.device : host_),
         direct_(deviceDirect(ctx.transport, &codec_)) {}
+  // Staged work still queued finishes before the buffers it uses may go (the normal path has waited
+  // already: the Communicator synchronizes at the end of every call).
+  ~Steps();
+  Steps(const Steps&) = delete;
+  Steps& operator=(const Steps&) = delete;
 
   // Encodes src[0..n) into dst (exactly `bytes` = encodedBytes(format, n)). With error feedback the
   // residual of slot `slot` at element positions [position, position + n) of a `total`-element tensor
@@ -88,6 +96,20 @@ class Steps {
   void checkHeader(const std::byte* header, std::size_t bytes, std::size_t n) const;
   // direct: decode or decodeAdd a received chunk in device memory, its header copied down and checked.
   void decodeDirect(const std::byte* src, std::size_t bytes, float* out, std::size_t n, bool add);
+
+  // Staged copies queued and not yet waited for: the host range, whether the device writes it (a copy
+  // down) or only reads it (an upload), and the mark after it.
+  struct Pending {
+    const std::byte* begin;
+    const std::byte* end;
+    bool deviceWrites;
+    std::uint64_t ticket;
+  };
+  std::vector<Pending> pending_;
+  void deferred(const void* host, std::size_t bytes, bool deviceWrites);
+  // Before the transport reads [p, p + bytes) (hostWrites false) or writes it: waits for the queued
+  // copies that write it, or that touch it at all.
+  void settle(const void* p, std::size_t bytes, bool hostWrites);
 };
 
 }  // namespace adaprec::detail

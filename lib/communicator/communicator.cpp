@@ -434,7 +434,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   // Device memory the transport takes as it is (CUDA-aware MPI, NCCL): encoded messages stay on the
   // device too (the workspace), and nothing queued may be pending when a buffer is handed over.
   const bool direct = detail::deviceDirect(*impl_->transport, device);
-  impl_->workspace.useDevice(direct ? device : nullptr);
+  impl_->workspace.use(device, direct);
   if (algorithm == Algorithm::kNative && format == Format::kFp32 && (device == nullptr || direct)) {
     // The baseline path: one MPI_Allreduce with the caller's buffers, nothing else.
     if (direct) device->synchronize();

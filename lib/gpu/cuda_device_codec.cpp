@@ -7,6 +7,10 @@
 #if defined(ADAPREC_HAVE_CUDA)
 #include <cuda_runtime.h>
 
+#include <deque>
+#include <utility>
+#include <vector>
+
 #include "codec_launch.hpp"
 #include "elementwise_launch.hpp"
 #endif
@@ -33,6 +37,8 @@ class CudaDeviceCodec final : public DeviceCodec {
   }
   ~CudaDeviceCodec() override {
     cudaStreamSynchronize(stream_);
+    for (const auto& [ticket, event] : marks_) cudaEventDestroy(event);
+    for (cudaEvent_t event : spareEvents_) cudaEventDestroy(event);
     cudaFree(withResidual_);
     cudaFree(decoded_);
     if (ownStream_) cudaStreamDestroy(stream_);
@@ -91,7 +97,43 @@ class CudaDeviceCodec final : public DeviceCodec {
     if (bytes != 0 && dst != src)
       check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device copy");
   }
-  void synchronize() override { check(cudaStreamSynchronize(stream_), "stream synchronize"); }
+  void synchronize() override {
+    check(cudaStreamSynchronize(stream_), "stream synchronize");
+    retire(lastTicket_);
+  }
+  std::uint64_t mark() override {
+    cudaEvent_t event = nullptr;
+    if (spareEvents_.empty()) {
+      check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event creation");
+    } else {
+      event = spareEvents_.back();
+      spareEvents_.pop_back();
+    }
+    const cudaError_t recorded = cudaEventRecord(event, stream_);
+    if (recorded != cudaSuccess) spareEvents_.push_back(event);
+    check(recorded, "event record");
+    marks_.emplace_back(++lastTicket_, event);
+    return lastTicket_;
+  }
+  void waitFor(std::uint64_t ticket) override {
+    // The latest mark at or before `ticket` still outstanding: waiting for it covers the earlier ones.
+    cudaEvent_t last = nullptr;
+    for (const auto& [t, event] : marks_) {
+      if (t > ticket) break;
+      last = event;
+    }
+    if (last == nullptr) return;  // already waited for
+    check(cudaEventSynchronize(last), "event synchronize");
+    retire(ticket);
+  }
+  void* allocateHost(std::size_t bytes) override {
+    void* p = nullptr;
+    check(cudaMallocHost(&p, bytes == 0 ? 1 : bytes), "pinned host allocation");
+    return p;
+  }
+  void releaseHost(void* host) override {
+    if (host != nullptr) cudaFreeHost(host);  // synchronizes the device; called from destructors: no throw
+  }
 
  private:
   void decodeWith(Format format, const std::byte* chunk, float* out, std::size_t n, bool add) {
@@ -116,6 +158,16 @@ class CudaDeviceCodec final : public DeviceCodec {
   bool ownStream_ = false;
   float* withResidual_ = nullptr;
   float* decoded_ = nullptr;
+  // Events of outstanding marks, oldest first, and finished ones for reuse (no creation per mark).
+  std::deque<std::pair<std::uint64_t, cudaEvent_t>> marks_;
+  std::vector<cudaEvent_t> spareEvents_;
+  std::uint64_t lastTicket_ = 0;
+  void retire(std::uint64_t ticket) {
+    while (!marks_.empty() && marks_.front().first <= ticket) {
+      spareEvents_.push_back(marks_.front().second);
+      marks_.pop_front();
+    }
+  }
   std::size_t capacity_ = 0;
 };
 

@@ -46,6 +46,7 @@ T* real(T* p) {
 CpuStandInDevice::~CpuStandInDevice() {
   drain();
   for (auto& [start, bytes] : allocations_) freeGranules(real(const_cast<std::byte*>(start)));
+  for (auto& [start, bytes] : hostAllocations_) ::operator delete(const_cast<std::byte*>(start));
 }
 
 void CpuStandInDevice::requireDevice(const void* p, std::size_t bytes, const char* what) const {
@@ -183,7 +184,7 @@ void CpuStandInDevice::copyToHost(void* host, const void* device, std::size_t by
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireHost(host, bytes, "copyToHost destination");
   requireDevice(device, bytes, "copyToHost source");
-  hostDeviceCopyBytes_ += bytes;
+  countCopy(host, bytes);
   enqueue([=] { std::memcpy(host, real(device), bytes); });
 }
 
@@ -191,7 +192,7 @@ void CpuStandInDevice::copyToDevice(void* device, const void* host, std::size_t 
   if (bytes == 0) return;  // nothing to do (and memcpy takes no null pointer)
   requireDevice(device, bytes, "copyToDevice destination");
   requireHost(host, bytes, "copyToDevice source");
-  hostDeviceCopyBytes_ += bytes;
+  countCopy(host, bytes);
   enqueue([=] { std::memcpy(real(device), host, bytes); });
 }
 
@@ -219,6 +220,48 @@ void CpuStandInDevice::copyOnDevice(void* dst, const void* src, std::size_t byte
 void CpuStandInDevice::synchronize() {
   if (synchronizations_++ == skip_) return;
   drain();
+}
+
+std::uint64_t CpuStandInDevice::mark() {
+  const std::uint64_t ticket = ++lastTicket_;
+  enqueue([this, ticket] { reachedTicket_ = ticket; });
+  return ticket;
+}
+
+void CpuStandInDevice::waitFor(std::uint64_t ticket) {
+  if (synchronizations_++ == skip_) return;
+  while (reachedTicket_ < ticket && !queue_.empty()) {
+    std::function<void()> op = std::move(queue_.front());
+    queue_.pop_front();
+    op();
+  }
+}
+
+void* CpuStandInDevice::allocateHost(std::size_t bytes) {
+  auto* p = static_cast<std::byte*>(::operator new(bytes == 0 ? 1 : bytes));
+  hostAllocations_.emplace(p, bytes == 0 ? 1 : bytes);
+  return p;
+}
+
+void CpuStandInDevice::releaseHost(void* host) {
+  if (host == nullptr) return;
+  auto it = hostAllocations_.find(static_cast<const std::byte*>(host));
+  ADAPREC_CHECK(it != hostAllocations_.end(), ErrorCode::kInternal,
+                "CPU device stand-in: releaseHost of " << host << ", not from allocateHost");
+  drain();  // cudaFreeHost synchronizes the device first: a queued copy may still use the memory
+  hostAllocations_.erase(it);
+  ::operator delete(host);
+}
+
+bool CpuStandInDevice::pinned(const void* p, std::size_t bytes) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  auto it = hostAllocations_.upper_bound(b);
+  return it != hostAllocations_.begin() && (--it, b >= it->first && b + bytes <= it->first + it->second);
+}
+
+void CpuStandInDevice::countCopy(const void* host, std::size_t bytes) {
+  hostDeviceCopyBytes_ += bytes;
+  if (!pinned(host, bytes)) pageableCopyBytes_ += bytes;
 }
 
 void CpuStandInDevice::drain() {

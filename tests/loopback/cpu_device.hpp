@@ -6,8 +6,8 @@
 //     every pointer an operation gets is checked: device operands inside a live allocation, host
 //     operands of the copies outside every one (a host pointer handed to the device codec, or a device
 //     pointer handed to the transport via a copy, is an Error(kInternal) at once);
-//   - its stream is deferred: operations are queued and run only at synchronize(), in order, as a GPU
-//     may run them any time after they are queued. A copyToHost's destination is written, and a
+//   - its stream is deferred: operations are queued and run only at synchronize() (or, up to the mark,
+//     at waitFor), in order, as a GPU may run them any time after they are queued. A copyToHost's destination is written, and a
 //     copyToDevice's source read, only then; so a missing synchronize is a wrong result, not luck;
 //   - its kernels are the functors of kernels/ (the source nvcc compiles) run by the CPU launcher
 //     (serial, or threaded with real threads per block): the codec (codec_dispatch.cuh) and the
@@ -49,9 +49,16 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   void copyToDevice(void* device, const void* host, std::size_t bytes) override;
   void copyOnDevice(void* dst, const void* src, std::size_t bytes) override;
   void synchronize() override;
+  std::uint64_t mark() override;
+  void waitFor(std::uint64_t ticket) override;
+  // Ordinary host memory, tracked: a copy from or to host memory that did not come from here is
+  // "pageable" (counted; with CUDA such a copy waits for itself and overlaps nothing). releaseHost
+  // runs the queue first, as cudaFreeHost synchronizes the device.
+  void* allocateHost(std::size_t bytes) override;
+  void releaseHost(void* host) override;
 
-  // Test hooks. The synchronize() calls numbered `index` (0-based, counted over this device's life)
-  // do nothing: for the test that proves a missing synchronization is caught.
+  // Test hooks. The synchronize() and waitFor() calls numbered `index` (0-based, counted together over
+  // this device's life) do nothing: for the test that proves a missing synchronization is caught.
   void skipSynchronize(std::size_t index) { skip_ = index; }
   std::size_t synchronizations() const { return synchronizations_; }
   std::size_t queued() const { return queue_.size(); }
@@ -61,6 +68,8 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   // Bytes the copies moved between host and device memory (both directions), over this device's life:
   // what staging costs, and what a transport that takes device memory saves.
   std::size_t hostDeviceCopyBytes() const { return hostDeviceCopyBytes_; }
+  // Of those, the bytes copied from or to pageable host memory (not from allocateHost).
+  std::size_t pageableCopyBytes() const { return pageableCopyBytes_; }
 
   // For the test transports that take this device's memory (device_memory_transport.hpp), as a
   // CUDA-aware MPI or NCCL takes a device pointer. owns: p lies in a live allocation.
@@ -85,6 +94,12 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   std::size_t synchronizations_ = 0;
   std::size_t skip_ = static_cast<std::size_t>(-1);
   std::size_t hostDeviceCopyBytes_ = 0;
+  std::size_t pageableCopyBytes_ = 0;
+  std::map<const std::byte*, std::size_t> hostAllocations_;  // allocateHost: start -> bytes
+  std::uint64_t lastTicket_ = 0;
+  std::uint64_t reachedTicket_ = 0;  // the last mark the stream has run
+  bool pinned(const void* p, std::size_t bytes) const;
+  void countCopy(const void* host, std::size_t bytes);
 };
 
 // A DeviceRunOptions::beforeRepetition hook (device_run.hpp) for the tests that prove a missing

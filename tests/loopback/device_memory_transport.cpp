@@ -46,3 +46,49 @@ std::unique_ptr<Transport> DeviceMemoryTransport::split(int color, int key) {
 }
 
 }  // namespace adaprec::test
+
+namespace adaprec::test {
+namespace {
+
+class ProbedRequest final : public Request {
+ public:
+  ProbedRequest(RequestPtr inner, CpuStandInDevice& device, std::atomic<std::size_t>& overlapped)
+      : inner_(std::move(inner)), device_(device), overlapped_(overlapped) {}
+  std::size_t wait() override {
+    if (device_.queued() > 0) ++overlapped_;
+    return inner_->wait();
+  }
+  bool done() const override { return inner_->done(); }
+
+ private:
+  RequestPtr inner_;
+  CpuStandInDevice& device_;
+  std::atomic<std::size_t>& overlapped_;
+};
+
+}  // namespace
+
+QueueProbeTransport::QueueProbeTransport(std::shared_ptr<Transport> inner, CpuStandInDevice& device,
+                                         std::shared_ptr<std::atomic<std::size_t>> overlapped)
+    : inner_(std::move(inner)),
+      device_(device),
+      overlapped_(overlapped ? std::move(overlapped) : std::make_shared<std::atomic<std::size_t>>(0)) {}
+
+RequestPtr QueueProbeTransport::probe(RequestPtr inner) {
+  return std::make_unique<ProbedRequest>(std::move(inner), device_, *overlapped_);
+}
+
+RequestPtr QueueProbeTransport::isend(int peer, const void* data, std::size_t bytes, int tag) {
+  return probe(inner_->isend(peer, data, bytes, tag));
+}
+
+RequestPtr QueueProbeTransport::irecv(int peer, void* data, std::size_t capacityBytes, int tag) {
+  return probe(inner_->irecv(peer, data, capacityBytes, tag));
+}
+
+std::unique_ptr<Transport> QueueProbeTransport::split(int color, int key) {
+  return std::make_unique<QueueProbeTransport>(std::shared_ptr<Transport>(inner_->split(color, key)), device_,
+                                               overlapped_);
+}
+
+}  // namespace adaprec::test

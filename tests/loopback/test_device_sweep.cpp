@@ -51,6 +51,24 @@ void takeDeviceMemory(DeviceRunOptions& run, DirectCounts& counts, int p) {
   };
 }
 
+// Staged messages (a transport that takes host memory only): per rank after the run, the bytes copied
+// from pageable host memory and the transfers waited for while copies or decodes were still queued.
+struct StagedCounts {
+  std::vector<std::size_t> pageableBytes;
+  std::vector<std::size_t> overlappedWaits;
+};
+void probeStaging(DeviceRunOptions& run, StagedCounts& counts, int p) {
+  counts.pageableBytes.assign(p, 0);
+  counts.overlappedWaits.assign(p, 0);
+  run.wrapTransport = [](std::shared_ptr<Transport> inner, detail::DeviceCodec& device) -> std::shared_ptr<Transport> {
+    return std::make_shared<QueueProbeTransport>(std::move(inner), static_cast<CpuStandInDevice&>(device));
+  };
+  run.inspect = [&counts](int rank, detail::DeviceCodec& device, Transport& transport) {
+    counts.pageableBytes[rank] = static_cast<CpuStandInDevice&>(device).pageableCopyBytes();
+    counts.overlappedWaits[rank] = static_cast<QueueProbeTransport&>(transport).overlappedWaits();
+  };
+}
+
 // Checks a device run like the host sweep does and against the host run of the same (algorithm,
 // wire format). Returns false for the one documented refusal (native with a format it cannot carry).
 // direct: the transport takes device memory (takeDeviceMemory), and the run must not stage: besides
@@ -69,7 +87,12 @@ bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count
   DeviceRunOptions run = onStandIn(threadsPerBlock);
   run.outOfPlace = outOfPlace;
   DirectCounts counts;
-  if (direct) takeDeviceMemory(run, counts, p);
+  StagedCounts staging;
+  if (direct) {
+    takeDeviceMemory(run, counts, p);
+  } else {
+    probeStaging(run, staging, p);
+  }
   const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, opt), run);
   if (got.anyError()) {
     const bool expected = algorithm == Algorithm::kNative && format != Format::kFp32 && format != Format::kBf16 &&
@@ -98,8 +121,21 @@ bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count
   REQUIRE(got.stats[0].wireBytes == host.stats[0].wireBytes);
   // Native's 16-bit sums round on the host, so they stay staged; everything else goes direct.
   const bool stagedAnyway = ran == Algorithm::kNative && wire != Format::kFp32;
+  // Staging is pinned: only the test's own input and result copies are from pageable memory. And it
+  // overlaps: the compressed algorithms wait for transfers with the device's copies and decodes still
+  // queued (a GPU runs them meanwhile), on every rank.
+  const std::size_t ownCopies = 2 * count * sizeof(float);  // the test's input up, result down
+  if (!direct && p > 1 && count >= 1000) {
+    const bool pipelined = ran == Algorithm::kRing || ran == Algorithm::kTwoShot ||
+                           ran == Algorithm::kRabenseifner || ran == Algorithm::kRecursiveDoubling;
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << staging.pageableBytes[r] << " bytes copied from pageable memory, "
+                   << staging.overlappedWaits[r] << " transfers waited for with device work queued");
+      REQUIRE(staging.pageableBytes[r] == ownCopies);
+      if (pipelined) REQUIRE(staging.overlappedWaits[r] > 0);
+    }
+  }
   if (direct && p > 1 && count >= 1000 && !stagedAnyway) {
-    const std::size_t ownCopies = 2 * count * sizeof(float);  // the test's input up, result down
     for (int r = 0; r < p; ++r) {
       INFO("rank " << r << ": " << counts.copyBytes[r] << " bytes copied, " << counts.deviceMessages[r]
                    << " device messages");
