@@ -8,12 +8,12 @@
  * call on a communicator is collective and creates AdaPrec's state for it: two-rank communicators split
  * from `comm` (ncclCommSplit) per direction of each pair, and their streams.
  *
- * What the compressed path does today: the engine reduces host memory, so the call copies sendbuff to
- * pinned host memory on `stream` (cudaMemcpyAsync, then cudaStreamSynchronize), runs the allreduce,
- * whose messages travel through NCCL staged in device scratch buffers, and copies the result back to
- * recvbuff on `stream`, synchronizing before it returns: the call blocks the host until the result is
- * in recvbuff (ncclAllReduce only enqueues). Correct, not fast; device buffers straight through the
- * algorithms replace the staging once the engine takes them.
+ * The compressed path runs on the device buffers themselves: the codec's kernels are queued on
+ * `stream` after the caller's work there, the encoded messages go to NCCL in device memory (no copy
+ * through the host; only AdaPrec's few control messages are staged), and the call synchronizes
+ * `stream` before it returns: it blocks the host until the result is in recvbuff (ncclAllReduce only
+ * enqueues). sendbuff and recvbuff must be device memory of the current GPU (else
+ * ncclInvalidArgument). See docs/gpu.md, "Device memory straight to the transport".
  *
  * NCCL does not say which ranks share a node, so `hierarchical` (and auto's view of the topology) sees
  * one node unless ADAPREC_RANKS_PER_NODE is set.
@@ -35,7 +35,7 @@ ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuff, size_t c
                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                   cudaStream_t stream);
 
-/* Frees AdaPrec's state for `comm` (its split communicators, streams and staging buffers). Call it on
+/* Frees AdaPrec's state for `comm` (its split communicators, streams and device codecs). Call it on
  * every rank before ncclCommDestroy(comm) if adaprecNcclAllReduce used the communicator. */
 ncclResult_t adaprecNcclCommFree(ncclComm_t comm);
 
