@@ -52,10 +52,7 @@ void checkGpuRun(Algorithm algorithm, Format format, int p, std::size_t count, b
   const std::string failure = checkResults(inputs, got.outputs, wire, q, integers && isLossless(wire), false);
   INFO("ran " << algorithmName(ran) << " wire " << formatName(wire) << ": " << failure);
   REQUIRE(failure.empty());
-  AllreduceOptions hostOpt = opt;
-  hostOpt.algorithm = ran;
-  hostOpt.format.format = wire;
-  const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, hostOpt), run);
+  const DeviceOutcome host = runHostAsRan(kRanksPerNode, inputs, opt, got, run);
   const std::string differs = firstDifference(got, host);
   INFO("GPU vs host: " << differs);
   REQUIRE(differs.empty());

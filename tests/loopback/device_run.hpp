@@ -147,6 +147,15 @@ inline DeviceOutcome runHostAllreduce(int ranksPerNode, const std::vector<std::v
   return out;
 }
 
+// The host run of the same inputs with what a device run resolved to (auto's algorithm and its wire
+// format depend on timings): the reference a device run must equal bit for bit.
+inline DeviceOutcome runHostAsRan(int ranksPerNode, const std::vector<std::vector<float>>& inputs, AllreduceOptions opt,
+                                  const DeviceOutcome& ran, const DeviceRunOptions& run = {}) {
+  opt.algorithm = ran.stats[0].algorithm;
+  opt.format.format = ran.stats[0].format;
+  return runHostAllreduce(ranksPerNode, inputs, std::vector<AllreduceOptions>(inputs.size(), opt), run);
+}
+
 // Empty when every rank's output is bit-identical in a and b; else the first difference.
 inline std::string firstDifference(const LoopbackOutcome& a, const LoopbackOutcome& b) {
   for (std::size_t r = 0; r < a.outputs.size(); ++r) {

@@ -110,10 +110,7 @@ bool checkDeviceRun(Algorithm algorithm, Format format, int p, std::size_t count
   INFO("ran " << algorithmName(ran) << " wire " << formatName(wire) << ": " << failure);
   REQUIRE(failure.empty());
   // The host path with what the device run resolved to (auto's choice may depend on timing).
-  AllreduceOptions hostOpt = opt;
-  hostOpt.algorithm = ran;
-  hostOpt.format.format = wire;
-  const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, hostOpt), run);
+  const DeviceOutcome host = runHostAsRan(kRanksPerNode, inputs, opt, got, run);
   REQUIRE_FALSE(host.anyError());
   const std::string differs = firstDifference(got, host);
   INFO("device vs host: " << differs);

@@ -85,11 +85,7 @@ void check(Algorithm algorithm, const char* spec, int p, std::size_t count, bool
     INFO("ran " << algorithmName(ran) << " wire " << formatName(wire) << ": " << failure);
     REQUIRE(failure.empty());
   }
-  AllreduceOptions hostOpt = opt;
-  hostOpt.algorithm = ran;
-  hostOpt.format.format = wire;
-  DeviceRunOptions hostRun = nccl.run;
-  const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, std::vector<AllreduceOptions>(p, hostOpt), hostRun);
+  const DeviceOutcome host = runHostAsRan(kRanksPerNode, inputs, opt, got, nccl.run);
   REQUIRE_FALSE(host.anyError());
   const std::string differs = firstDifference(got, host);
   INFO("over NCCL on device memory vs loopback on host memory: " << differs);
