@@ -185,6 +185,9 @@ typedef struct AdaPrec_ControllerOptions {
   uint64_t validationImages;  /* images behind each accuracy (binomial noise in the fit); 0: unknown */
   double stepsPerEpoch;       /* for the record's "epoch" field only; 0: the record's epoch is 0 */
   int rule;                   /* ADAPREC_RULE_GAIN (default) or ADAPREC_RULE_RISK */
+  int prune;                  /* 1 (default): AdaPrec_ControllerShouldSpeculate prunes; 0: always yes */
+  double minSpeedup;          /* [0, 1): a candidate's step must be this much faster than the
+                                 baseline's (fp32) to be speculated (default 0.10) */
 } AdaPrec_ControllerOptions;
 
 typedef struct AdaPrec_Decision {
@@ -224,8 +227,17 @@ int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller, const doub
  * doubles; NULL only with count 0, which only checks the spec). ADAPREC_ERR_INVALID_ARGUMENT with a
  * one-line message for a malformed spec. Needs no controller. */
 int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t count, double *rates);
-/* Decides the phase (every candidate needs >= 2 points) and closes it: the next points need the
- * next AdaPrec_ControllerBeginPhase. */
+/* Pruning (docs/trainer.md, "Pruning"): the trainer measures every candidate's seconds per step (a
+ * few probe steps from the phase's state; the maximum over ranks) and reports them before any branch;
+ * then, before running each branch (fastest first is best), it asks whether the branch is worth
+ * running given the step times and the branches reported so far. *speculate 0: the candidate is
+ * pruned for this phase (not enough faster than the baseline, or unable to beat a branch already
+ * reported even with accuracy 1) and needs no points; 1: run its branch and report its points. Needs
+ * every candidate's step time first. */
+int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char *candidate, double secondsPerStep);
+int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
+/* Decides the phase (every candidate not pruned needs >= 2 points) and closes it: the next points need
+ * the next AdaPrec_ControllerBeginPhase. */
 int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_Decision *decision);
 /* The last decision's record as one line of JSON: written into out when capacity suffices (with its
  * NUL), *size always set to its length without the NUL (out NULL to ask). */

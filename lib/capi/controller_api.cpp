@@ -17,6 +17,7 @@
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
 #include "controller/phase_plan.hpp"
+#include "controller/pruning.hpp"
 
 namespace {
 
@@ -43,6 +44,9 @@ struct AdaPrec_ControllerObject {
   bool open = false;
   std::uint64_t start = 0;
   std::vector<ctl::CandidateObservation> observations;
+  std::vector<std::string> pruned;  // per candidate: "" or why AdaPrec_ControllerShouldSpeculate said no
+  std::vector<std::string> asked;   // candidates in the order ShouldSpeculate was first asked about them
+  std::vector<double> stepTimes;    // AdaPrec_ControllerReportStepTime's (not_faster's inputs)
   std::vector<double> learningRates;
   // Decisions so far and the last one's record.
   std::size_t decisions = 0;
@@ -84,10 +88,45 @@ std::size_t candidateIndex(const AdaPrec_ControllerObject& c, const char* name) 
   ADAPREC_FAIL(ErrorCode::kInvalidArgument, "unknown candidate '" << name << "' (candidates: " << known << ")");
 }
 
+// The open phase as planPhase sees it; config.speculativeSteps is set to the longest branch. complete:
+// every candidate not pruned must have its branch (Decide); otherwise candidates without points are
+// pending (ShouldSpeculate).
+ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::ControllerConfig& config, bool complete) {
+  ctl::PhaseMeasurements phase;
+  phase.start = c.start;
+  phase.validationImages = c.validationImages;
+  phase.learningRates = c.learningRates;
+  phase.pruned = c.pruned;
+  phase.speculationOrder = c.asked;
+  if (!c.asked.empty()) phase.pruningStepSeconds = c.stepTimes;
+  std::uint64_t longest = 1;
+  for (std::size_t i = 0; i < c.observations.size(); ++i) {
+    const ctl::CandidateObservation& o = c.observations[i];
+    phase.branchSeconds.push_back(0);
+    if (!c.pruned[i].empty() || (!complete && o.steps.size() < 2)) continue;
+    ADAPREC_CHECK_ARG(o.steps.size() >= 2, "candidate " << o.name << " has " << o.steps.size()
+                                                        << " point(s) in this phase; it needs its start and >= 1 more");
+    ADAPREC_CHECK_ARG(o.secondsPerStep > 0, "candidate " << o.name << ": no seconds per step (> 0) was reported");
+    longest = std::max(longest, static_cast<std::uint64_t>(o.steps.back()));
+    // The trainer timed its steps, not its evaluations: the branch's seconds are its steps'.
+    phase.branchSeconds.back() = o.steps.back() * o.secondsPerStep;
+    phase.speculationSeconds += phase.branchSeconds.back();
+  }
+  phase.observations = c.observations;
+  phase.remainingSteps = c.totalSteps > c.start ? c.totalSteps - c.start : std::numeric_limits<std::uint32_t>::max();
+  // Branches that reach the end of training still get a decision (predicted one step beyond), as in
+  // adaprec-train, whose last phase may end exactly there.
+  config.speculativeSteps = longest;
+  return phase;
+}
+
 void beginPhase(AdaPrec_ControllerObject& c, std::uint64_t step) {
   c.open = true;
   c.start = step;
   c.observations.assign(c.config.candidates.size(), {});
+  c.pruned.assign(c.config.candidates.size(), "");
+  c.asked.clear();
+  c.stepTimes.assign(c.config.candidates.size(), 0.0);
   for (std::size_t i = 0; i < c.observations.size(); ++i) c.observations[i].name = c.config.candidates[i];
   c.learningRates.clear();
 }
@@ -103,6 +142,8 @@ extern "C" void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions* opti
   options->continuationSteps = defaults.continuationSteps;
   options->maxOverhead = defaults.maxOverhead;
   options->rule = ADAPREC_RULE_GAIN;
+  options->prune = defaults.prune ? 1 : 0;
+  options->minSpeedup = defaults.minSpeedup;
 }
 
 extern "C" int AdaPrec_ControllerCreate(const char* const* candidates, size_t count,
@@ -129,6 +170,8 @@ extern "C" int AdaPrec_ControllerCreate(const char* const* candidates, size_t co
     object->config.continuationSteps = o.continuationSteps;
     object->config.maxOverhead = o.maxOverhead;
     object->config.rule = o.rule == ADAPREC_RULE_RISK ? ctl::DecisionRule::kRiskAware : ctl::DecisionRule::kGainPerSecond;
+    object->config.prune = o.prune != 0;
+    object->config.minSpeedup = o.minSpeedup;
     object->config.speculativeSteps = 1;  // set from the points at each decision
     object->config.evalPoints = 1;
     object->config.check();
@@ -200,31 +243,56 @@ extern "C" int AdaPrec_ControllerScheduleRates(const char* spec, uint64_t first,
   });
 }
 
+extern "C" int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char* candidate,
+                                                double secondsPerStep) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    const std::size_t i = candidateIndex(c, candidate);
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    ADAPREC_CHECK_ARG(std::isfinite(secondsPerStep) && secondsPerStep > 0,
+                      "candidate " << candidate << ": seconds per step " << secondsPerStep << " must be > 0");
+    ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << ": report the step time before its branch");
+    c.observations[i].secondsPerStep = secondsPerStep;
+    c.stepTimes[i] = secondsPerStep;
+  });
+}
+
+extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char* candidate, int* speculate) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    const std::size_t i = candidateIndex(c, candidate);
+    ADAPREC_CHECK_ARG(speculate != nullptr, "speculate must not be NULL");
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    for (std::size_t k = 0; k < c.stepTimes.size(); ++k) {
+      ADAPREC_CHECK_ARG(c.stepTimes[k] > 0, "candidate " << c.config.candidates[k] << " has no step time: report every "
+                                                            "candidate's (AdaPrec_ControllerReportStepTime) first");
+    }
+    *speculate = 0;
+    if (std::find(c.asked.begin(), c.asked.end(), c.config.candidates[i]) == c.asked.end()) {
+      c.asked.push_back(c.config.candidates[i]);
+    }
+    if (!c.pruned[i].empty()) return;
+    ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << "'s branch was already reported");
+    if (c.config.prune && ctl::notFasterThanBaseline(c.config, c.stepTimes, i)) {
+      c.pruned[i] = ctl::kPrunedNotFaster;
+      return;
+    }
+    ctl::ControllerConfig config = c.config;
+    if (c.config.prune && ctl::dominated(config, measurements(c, config, false), i)) {
+      c.pruned[i] = ctl::kPrunedDominated;
+      return;
+    }
+    *speculate = 1;
+  });
+}
+
 extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_Decision* decision) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);
     ADAPREC_CHECK_ARG(decision != nullptr, "decision must not be NULL");
     ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
-    ctl::PhaseMeasurements phase;
-    phase.start = c.start;
-    phase.validationImages = c.validationImages;
-    phase.learningRates = c.learningRates;
-    std::uint64_t longest = 0;
-    for (const ctl::CandidateObservation& o : c.observations) {
-      ADAPREC_CHECK_ARG(o.steps.size() >= 2, "candidate " << o.name << " has " << o.steps.size()
-                                                          << " point(s) in this phase; it needs its start and >= 1 more");
-      ADAPREC_CHECK_ARG(o.secondsPerStep > 0, "candidate " << o.name << ": no seconds per step (> 0) was reported");
-      longest = std::max(longest, static_cast<std::uint64_t>(o.steps.back()));
-      // The trainer timed its steps, not its evaluations: the branch's seconds are its steps'.
-      phase.branchSeconds.push_back(o.steps.back() * o.secondsPerStep);
-      phase.speculationSeconds += phase.branchSeconds.back();
-    }
-    phase.observations = c.observations;
-    phase.remainingSteps = c.totalSteps > c.start ? c.totalSteps - c.start : std::numeric_limits<std::uint32_t>::max();
-    // Branches that reach the end of training still get a decision (predicted one step beyond), as in
-    // adaprec-train, whose last phase may end exactly there.
     ctl::ControllerConfig config = c.config;
-    config.speculativeSteps = longest;
+    const ctl::PhaseMeasurements phase = measurements(c, config, true);
     const ctl::PhasePlan plan = ctl::planPhase(config, phase);
     ctl::PhaseOutcome outcome;
     outcome.choice = plan.decision.choice;

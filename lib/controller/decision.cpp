@@ -30,7 +30,11 @@ std::shared_ptr<const predictor::LrSchedule> phaseSchedule(const std::vector<dou
 
 Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config) {
   ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs at least one candidate");
-  ADAPREC_CHECK_ARG(config.baseline < candidates.size(), "baseline index " << config.baseline);
+  const bool hasBaseline = config.baseline != kNoBaseline;
+  ADAPREC_CHECK_ARG(!hasBaseline || config.baseline < candidates.size(), "baseline index " << config.baseline);
+  ADAPREC_CHECK_ARG(hasBaseline || (std::isfinite(config.baselineRateCeiling) && config.baselineRateCeiling >= 0),
+                    "without a baseline branch the baseline's rate ceiling must be >= 0, not "
+                        << config.baselineRateCeiling);
   const auto start = std::chrono::steady_clock::now();
   ADAPREC_CHECK_ARG(config.horizons.empty() || config.horizons.size() == candidates.size(),
                     config.horizons.size() << " horizons for " << candidates.size() << " candidates");
@@ -65,17 +69,18 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
     v.seconds = horizonOf(i) * candidates[i].secondsPerStep;
     d.verdicts.push_back(v);
   }
-  const CandidateVerdict& base = d.verdicts[config.baseline];
+  const CandidateVerdict* base = hasBaseline ? &d.verdicts[config.baseline] : nullptr;
   for (CandidateVerdict& v : d.verdicts) {
-    // Rates (accuracy per second) as normals: mean gain / seconds, sd / seconds.
-    const double mu = v.gain / v.seconds - base.gain / base.seconds;
-    const double var = std::pow(v.predictedSd / v.seconds, 2) + std::pow(base.predictedSd / base.seconds, 2);
-    v.probabilityBeatsBaseline = &v == &base ? 0.5 : (var > 0 ? 0.5 * std::erfc(-mu / std::sqrt(2 * var)) : (mu > 0 ? 1.0 : 0.0));
+    // Rates (accuracy per second) as normals: mean gain / seconds, sd / seconds; an unspeculated
+    // baseline's rate is its ceiling, exactly.
+    const double mu = v.gain / v.seconds - (base ? base->gain / base->seconds : config.baselineRateCeiling);
+    const double var = std::pow(v.predictedSd / v.seconds, 2) + (base ? std::pow(base->predictedSd / base->seconds, 2) : 0.0);
+    v.probabilityBeatsBaseline = &v == base ? 0.5 : (var > 0 ? 0.5 * std::erfc(-mu / std::sqrt(2 * var)) : (mu > 0 ? 1.0 : 0.0));
     v.score = config.rule == DecisionRule::kRiskAware ? v.probabilityBeatsBaseline : v.gain / v.seconds;
   }
   bool anyGain = false;
   for (const CandidateVerdict& v : d.verdicts) anyGain |= v.gain > 0;
-  d.choice = config.baseline;
+  d.choice = hasBaseline ? config.baseline : 0;
   for (std::size_t i = 0; i < d.verdicts.size(); ++i) {
     const CandidateVerdict& v = d.verdicts[i];
     const CandidateVerdict& best = d.verdicts[d.choice];

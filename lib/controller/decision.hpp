@@ -25,6 +25,8 @@ namespace adaprec::controller {
 
 enum class DecisionRule { kGainPerSecond, kRiskAware };
 
+inline constexpr std::size_t kNoBaseline = static_cast<std::size_t>(-1);
+
 struct CandidateObservation {
   std::string name;
   std::vector<double> steps;       // phase-relative, strictly increasing, starting at 0 (shared start)
@@ -56,6 +58,10 @@ struct DecisionConfig {
   // continuation *time*, so a faster candidate is judged over more steps (its own continuation).
   std::vector<double> horizons;
   std::size_t baseline = 0;     // index of the baseline candidate (fp32) for the risk-aware rule
+  // kNoBaseline: the baseline was not speculated (pruning.hpp: it cannot win); the risk-aware rule then
+  // compares every candidate with this ceiling on the baseline's rate (accuracy per second), which
+  // makes each probability a lower bound of the one against the baseline's own branch.
+  double baselineRateCeiling = 0;
   double validationImages = 0;  // images behind each accuracy (binomial noise in the fit); 0: unknown
   // The trainer's learning rate at phase-relative steps 0, 1, ... up to the largest horizon (empty:
   // not given; beyond the last one the last rate holds). When the rates are not all equal, the

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
+#include "controller/pruning.hpp"
 
 namespace adaprec::controller {
 
@@ -15,6 +17,8 @@ void ControllerConfig::check() const {
                     "speculative steps " << speculativeSteps << " must be >= evaluation points " << evalPoints);
   ADAPREC_CHECK_ARG(continuationSteps >= 1 && validationImages >= 1, "continuation steps and validation images must be >= 1");
   ADAPREC_CHECK_ARG(maxOverhead > 0 && maxOverhead <= 1, "max overhead " << maxOverhead << " must be in (0, 1]");
+  ADAPREC_CHECK_ARG(minSpeedup >= 0 && minSpeedup < 1, "min speedup " << minSpeedup << " must be in [0, 1)");
+  ADAPREC_CHECK_ARG(probeSteps >= 1, "probe steps must be >= 1");
 }
 
 std::size_t ControllerConfig::baseline() const {
@@ -32,6 +36,8 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   ADAPREC_CHECK_ARG(phase.observations.size() == config.candidates.size() &&
                         phase.branchSeconds.size() == config.candidates.size(),
                     phase.observations.size() << " branches for " << config.candidates.size() << " candidates");
+  ADAPREC_CHECK_ARG(phase.pruned.empty() || phase.pruned.size() == config.candidates.size(),
+                    phase.pruned.size() << " pruning marks for " << config.candidates.size() << " candidates");
   PhasePlan plan;
   DecisionConfig& dc = plan.decisionConfig;
   dc.rule = config.rule;
@@ -42,6 +48,8 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   // Its prediction is for where that continuation really ends (cut short by the end of training).
   const double F = config.maxOverhead;
   for (std::size_t c = 0; c < phase.observations.size(); ++c) {
+    ADAPREC_CHECK_ARG(phase.observations[c].secondsPerStep > 0 && std::isfinite(phase.observations[c].secondsPerStep),
+                      "candidate " << config.candidates[c] << ": seconds per step " << phase.observations[c].secondsPerStep);
     const double abandoned = std::max(0.0, phase.speculationSeconds - phase.branchSeconds[c]);
     plan.continuations.push_back(std::max(static_cast<double>(config.continuationSteps),
                                           std::ceil(abandoned * (1 - F) / F / phase.observations[c].secondsPerStep)));
@@ -52,7 +60,42 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   dc.horizonSteps = *std::max_element(dc.horizons.begin(), dc.horizons.end());
   dc.validationImages = static_cast<double>(phase.validationImages);
   dc.learningRates = phase.learningRates;
-  plan.decision = decide(phase.observations, dc);
+  // The fit and the rule see the speculated candidates only; an unspeculated baseline enters the
+  // risk-aware rule as the ceiling of its rate (pruning.hpp).
+  std::vector<std::size_t> speculated;
+  DecisionConfig fitConfig = dc;
+  fitConfig.horizons.clear();
+  std::vector<CandidateObservation> observed;
+  for (std::size_t c = 0; c < phase.observations.size(); ++c) {
+    if (isPruned(phase, c)) continue;
+    speculated.push_back(c);
+    observed.push_back(phase.observations[c]);
+    fitConfig.horizons.push_back(dc.horizons[c]);
+  }
+  ADAPREC_CHECK_ARG(!speculated.empty(), "every candidate was pruned: nothing to decide on");
+  const auto base = std::find(speculated.begin(), speculated.end(), dc.baseline);
+  fitConfig.baseline = base == speculated.end() ? kNoBaseline : static_cast<std::size_t>(base - speculated.begin());
+  if (fitConfig.baseline == kNoBaseline) {
+    fitConfig.baselineRateCeiling = rateCeiling(observed.front().accuracies.front(), dc.horizons[dc.baseline],
+                                                phase.observations[dc.baseline].secondsPerStep);
+  }
+  const Decision fitted = decide(observed, fitConfig);
+  plan.decision.choice = speculated[fitted.choice];
+  plan.decision.fitSeconds = fitted.fitSeconds;
+  plan.decision.lrSchedule = fitted.lrSchedule;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (std::size_t c = 0, k = 0; c < phase.observations.size(); ++c) {
+    if (k < speculated.size() && speculated[k] == c) {
+      plan.decision.verdicts.push_back(fitted.verdicts[k++]);
+      continue;
+    }
+    CandidateVerdict v;
+    v.name = config.candidates[c];
+    v.horizonSteps = dc.horizons[c];
+    v.seconds = v.horizonSteps * phase.observations[c].secondsPerStep;
+    v.predictedMean = v.predictedSd = v.gain = v.score = v.probabilityBeatsBaseline = nan;
+    plan.decision.verdicts.push_back(v);
+  }
   return plan;
 }
 
@@ -76,6 +119,10 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
   j["overhead_s"] = outcome.overheadSeconds;
   j["fit_s"] = plan.decision.fitSeconds;
   j["lr_schedule"] = plan.decision.lrSchedule;  // the predictor's schedule ("none": the model without one)
+  if (!phase.speculationOrder.empty()) {  // pruning was on
+    j["speculation_order"] = phase.speculationOrder;
+    j["min_speedup"] = config.minSpeedup;
+  }
   nlohmann::json cands = nlohmann::json::array();
   for (std::size_t c = 0; c < phase.observations.size(); ++c) {
     const CandidateVerdict& v = plan.decision.verdicts[c];
@@ -83,6 +130,13 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
     nlohmann::json x;
     x["name"] = v.name;
     x["step_s"] = o.secondsPerStep;
+    if (!phase.pruningStepSeconds.empty()) x["pruning_step_s"] = phase.pruningStepSeconds[c];
+    if (isPruned(phase, c)) {  // measured, never speculated: its step time and why
+      x["pruned"] = phase.pruned[c];
+      x["branch_s"] = phase.branchSeconds[c];
+      cands.push_back(x);
+      continue;
+    }
     nlohmann::json points = nlohmann::json::array();
     for (std::size_t p = 0; p < o.steps.size(); ++p) {
       points.push_back({start + static_cast<std::uint64_t>(o.steps[p]), o.accuracies[p]});
@@ -108,8 +162,14 @@ std::string decisionSummary(const ControllerConfig& config, const PhaseMeasureme
   std::snprintf(buffer, sizeof buffer, "\ndecision %zu at step %llu (epoch %.2f): ", outcome.phase,
                 static_cast<unsigned long long>(phase.start), outcome.epoch);
   line = buffer;
-  for (const CandidateVerdict& v : plan.decision.verdicts) {
-    std::snprintf(buffer, sizeof buffer, "%s %.4f+-%.4f (%.3g/s) ", v.name.c_str(), v.predictedMean, v.predictedSd, v.score);
+  for (std::size_t c = 0; c < plan.decision.verdicts.size(); ++c) {
+    const CandidateVerdict& v = plan.decision.verdicts[c];
+    if (isPruned(phase, c)) {
+      std::snprintf(buffer, sizeof buffer, "%s pruned (%s) ", v.name.c_str(), phase.pruned[c].c_str());
+    } else {
+      std::snprintf(buffer, sizeof buffer, "%s %.4f+-%.4f (%.3g/s) ", v.name.c_str(), v.predictedMean, v.predictedSd,
+                    v.score);
+    }
     line += buffer;
   }
   std::snprintf(buffer, sizeof buffer, "-> %s (phase %.1f s, overhead %.1f s)\n", config.candidates[outcome.choice].c_str(),

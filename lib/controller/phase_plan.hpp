@@ -32,6 +32,14 @@ struct ControllerConfig {
   // often. 1 keeps the continuation at exactly continuationSteps (the original fixed phases).
   double maxOverhead = 0.25;
   DecisionRule rule = DecisionRule::kGainPerSecond;
+  // Pruning by measured step time (pruning.hpp): a candidate is speculated only when its steps are at
+  // least minSpeedup faster than the baseline's, and only while even a perfect branch of it could
+  // still outscore the branches already run. Off: every candidate is speculated at every phase.
+  bool prune = true;
+  double minSpeedup = 0.10;
+  // Steps each candidate trains, the first time the controller meets it, to measure its step time.
+  // They are the start of its branch when it is speculated (at most speculativeSteps / evalPoints).
+  std::uint64_t probeSteps = 3;
   void check() const;
   // The index of fp32 among the candidates (the risk-aware rule's baseline), else 0. Throws
   // Error(kInvalidArgument) for a candidate that is no format or is "adaptive".
@@ -44,7 +52,17 @@ struct PhaseMeasurements {
   std::uint64_t remainingSteps = 0;  // steps from start to the end of training (caps the horizons)
   double speculationSeconds = 0;     // wall time of all branches and evaluations
   std::uint64_t validationImages = 0;
-  std::vector<CandidateObservation> observations;  // one per candidate, in the config's order
+  // One per candidate, in the config's order. A pruned candidate has only its name and secondsPerStep.
+  std::vector<CandidateObservation> observations;
+  // Per candidate: "" when speculated, else why not (pruning.hpp: "not_faster", "dominated"); empty:
+  // every candidate was speculated.
+  std::vector<std::string> pruned;
+  // With pruning: the candidates in the order they were considered for a branch (for the record: a
+  // dominance verdict depends on the branches run before it).
+  std::vector<std::string> speculationOrder;
+  // With pruning: each candidate's seconds per step before this phase's branches, which the
+  // not_faster verdicts used (a branch then replaces its own with its median).
+  std::vector<double> pruningStepSeconds;
   std::vector<double> branchSeconds;               // wall time of each candidate's branch
   std::vector<double> learningRates;               // from phase-relative step 0; empty: unknown
 };
@@ -58,7 +76,9 @@ struct PhasePlan {
   }
 };
 
-// Throws Error(kInvalidArgument) on malformed measurements (see decide()).
+// Fits the speculated candidates and chooses among them; a pruned candidate gets its continuation and
+// horizon but no prediction (NaN). Throws Error(kInvalidArgument) on malformed measurements (see
+// decide()) or when every candidate was pruned.
 PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& phase);
 
 // How the phase ended, for its record.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adaprec/error.hpp"
+#include "controller/pruning.hpp"
 
 namespace adaprec::controller {
 namespace {
@@ -28,15 +29,18 @@ PrecisionController::PrecisionController(ControllerConfig config)
   config_.check();
   config_.baseline();  // rejects "adaptive" and unknown formats
   for (const std::string& c : config_.candidates) specs_.push_back(parseFormatSpec(c));
+  stepSeconds_.assign(specs_.size(), 0.0);
 }
 
 void PrecisionController::apply(SpeculativeTrainer& trainer, std::size_t candidate, bool resetFeedback) {
+  applied_ = true;
   trainer.setFormat(specs_[candidate], config_.candidates[candidate], resetFeedback);
 }
 
 std::string PrecisionController::saveState() const {
-  nlohmann::json j{{"next_phase", nextPhase_}, {"current", current_}, {"decisions", decisions_},
-                   {"overhead_s", overheadSeconds_}};
+  nlohmann::json j{{"next_phase", nextPhase_},   {"current", current_},
+                   {"decisions", decisions_},    {"skipped_phases", skippedPhases_},
+                   {"overhead_s", overheadSeconds_}, {"step_s", stepSeconds_}};
   return j.dump();
 }
 
@@ -47,10 +51,15 @@ void PrecisionController::loadState(const std::string& state, SpeculativeTrainer
   current_ = j.at("current").get<std::size_t>();
   decisions_ = j.at("decisions").get<std::size_t>();
   overheadSeconds_ = j.at("overhead_s").get<double>();
+  // Absent from checkpoints written before pruning: the step times are then measured again.
+  skippedPhases_ = j.value("skipped_phases", std::size_t{0});
+  const std::vector<double> saved = j.value("step_s", std::vector<double>{});
+  if (saved.size() == stepSeconds_.size()) stepSeconds_ = saved;
   ADAPREC_CHECK(current_ < specs_.size(), ErrorCode::kMismatch, "checkpoint's controller state names candidate "
                                                                    << current_ << " of " << specs_.size());
   // The checkpoint restored the residuals of the run so far: clearing them would break bit-identity.
-  apply(trainer, current_, false);
+  // Before the first phase nothing was chosen yet: the trainer's own format (fp32) stays.
+  if (decisions_ + skippedPhases_ > 0) apply(trainer, current_, false);
 }
 
 bool PrecisionController::beforeStep(SpeculativeTrainer& trainer) {
@@ -64,47 +73,101 @@ bool PrecisionController::beforeStep(SpeculativeTrainer& trainer) {
 
 void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   const double phaseStart = now();
+  const std::size_t n = specs_.size();
   PhaseMeasurements phase;
   phase.start = trainer.stepsDone();
   const std::uint64_t start = phase.start;
+  phase.observations.resize(n);
+  phase.branchSeconds.assign(n, 0.0);
+  phase.pruned.assign(n, "");
+  phase.remainingSteps = trainer.totalSteps() - start;
+  for (std::uint64_t s = 0; s <= phase.remainingSteps; ++s) {  // every horizon is within these
+    phase.learningRates.push_back(trainer.learningRate(start + s));
+  }
   const std::unique_ptr<TrainingState> base = trainer.snapshot();
+  bool atBase = true;  // the trainer holds base's state
+  std::vector<std::vector<double>> stepSamples(n);
+  // 1. Pruning (pruning.hpp): a candidate met for the first time trains probeSteps steps to measure
+  // its step time; they stay the start of its branch if it is speculated.
+  std::vector<std::unique_ptr<TrainingState>> probed(n);
+  if (config_.prune) {
+    const std::uint64_t probe = std::min(config_.probeSteps, config_.speculativeSteps / config_.evalPoints);
+    for (std::size_t c = 0; c < n; ++c) {
+      if (stepSeconds_[c] > 0) continue;
+      if (!atBase) trainer.restore(*base);
+      apply(trainer, c);
+      const double probeStart = now();
+      stepSamples[c] = trainer.train(probe);
+      stepSeconds_[c] = trainer.maxOverRanks(median(stepSamples[c]));
+      phase.branchSeconds[c] = trainer.maxOverRanks(now() - probeStart);
+      probed[c] = trainer.snapshot();
+      atBase = false;
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+      if (notFasterThanBaseline(config_, stepSeconds_, c)) phase.pruned[c] = kPrunedNotFaster;
+    }
+    phase.pruningStepSeconds = stepSeconds_;
+  }
+  for (std::size_t c = 0; c < n; ++c) {
+    phase.observations[c].name = config_.candidates[c];
+    phase.observations[c].secondsPerStep = stepSeconds_[c];
+  }
+  const std::size_t baseline = config_.baseline();
+  if (config_.prune && std::count(phase.pruned.begin(), phase.pruned.end(), "") == 1) {
+    if (probed[baseline]) {
+      skipPhase(trainer, phase, phaseStart, probed[baseline].get(), true);
+    } else {
+      skipPhase(trainer, phase, phaseStart, atBase ? nullptr : base.get(), false);
+    }
+    return;
+  }
+  // 2. Speculation, fastest first, each candidate from the phase's start (or its probe's end).
+  if (!atBase) trainer.restore(*base);
+  atBase = true;
   const ValidationResult baseEval = trainer.evaluate(config_.validationImages);
-  std::vector<std::unique_ptr<TrainingState>> branchEnds;
-  for (std::size_t c = 0; c < specs_.size(); ++c) {
-    if (c > 0) trainer.restore(*base);
-    apply(trainer, c);
-    CandidateObservation obs;
-    obs.name = config_.candidates[c];
+  phase.validationImages = baseEval.images;
+  std::vector<std::unique_ptr<TrainingState>> branchEnds(n);
+  for (const std::size_t c : speculationOrder(stepSeconds_)) {
+    if (config_.prune) phase.speculationOrder.push_back(config_.candidates[c]);
+    if (isPruned(phase, c)) continue;
+    if (config_.prune && dominated(config_, phase, c)) {
+      phase.pruned[c] = kPrunedDominated;
+      continue;
+    }
+    if (probed[c]) {
+      trainer.restore(*probed[c]);
+    } else if (!atBase) {
+      trainer.restore(*base);
+    }
+    apply(trainer, c, !probed[c]);  // a probed branch keeps its residuals
+    CandidateObservation& obs = phase.observations[c];
     obs.steps.push_back(0);
     obs.accuracies.push_back(baseEval.accuracy);
-    // The median step time: one-off costs (the first use of "fastest" measures every format) must not
-    // count as the candidate's speed.
-    std::vector<double> stepSeconds;
     const double branchStart = now();
     for (int k = 1; k <= config_.evalPoints; ++k) {
       const std::uint64_t until = start + config_.speculativeSteps * k / config_.evalPoints;
       const std::vector<double> seconds = trainer.train(until - trainer.stepsDone());
-      stepSeconds.insert(stepSeconds.end(), seconds.begin(), seconds.end());
+      stepSamples[c].insert(stepSamples[c].end(), seconds.begin(), seconds.end());
       obs.steps.push_back(static_cast<double>(trainer.stepsDone() - start));
       obs.accuracies.push_back(trainer.evaluate(config_.validationImages).accuracy);
     }
-    // The slowest rank sets the pace of a synchronous step, and every rank must decide on the same numbers.
-    obs.secondsPerStep = trainer.maxOverRanks(median(stepSeconds));
-    phase.branchSeconds.push_back(trainer.maxOverRanks(now() - branchStart));
-    phase.observations.push_back(std::move(obs));
-    branchEnds.push_back(trainer.snapshot());
-  }
-  phase.speculationSeconds = trainer.maxOverRanks(now() - phaseStart);
-  phase.remainingSteps = trainer.totalSteps() - start;
-  phase.validationImages = baseEval.images;
-  for (std::uint64_t s = 0; s <= phase.remainingSteps; ++s) {  // every horizon is within these
-    phase.learningRates.push_back(trainer.learningRate(start + s));
+    // The median step time: one-off costs (the first use of "fastest" measures every format) must not
+    // count as the candidate's speed. The slowest rank sets the pace of a synchronous step, and every
+    // rank must decide on the same numbers.
+    obs.secondsPerStep = trainer.maxOverRanks(median(stepSamples[c]));
+    if (config_.prune) stepSeconds_[c] = obs.secondsPerStep;
+    phase.branchSeconds[c] += trainer.maxOverRanks(now() - branchStart);
+    branchEnds[c] = trainer.snapshot();
+    atBase = false;
+    phase.speculationSeconds = trainer.maxOverRanks(now() - phaseStart);
   }
   const PhasePlan plan = planPhase(config_, phase);
   // Identical inputs give identical fits, but one agreement makes "every rank follows rank 0" explicit.
   std::uint64_t agreed[2] = {plan.decision.choice, plan.continuationSteps()};
   trainer.agree(agreed);
   current_ = static_cast<std::size_t>(agreed[0]);
+  ADAPREC_CHECK(branchEnds[current_] != nullptr, ErrorCode::kMismatch,
+                "the agreed choice " << config_.candidates[current_] << " was not speculated on this rank");
   trainer.restore(*branchEnds[current_]);
   apply(trainer, current_);
   trainer.checkConsistency();
@@ -124,10 +187,50 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   trainer.record(decisionRecord(config_, phase, plan, outcome).dump(), decisionSummary(config_, phase, plan, outcome));
 }
 
+void PrecisionController::skipPhase(SpeculativeTrainer& trainer, const PhaseMeasurements& phase, double phaseStart,
+                                    const TrainingState* resumeFrom, bool fromProbe) {
+  // Only the baseline is left: no branch, no evaluation, no decision. Training goes on in the
+  // baseline from its probe's end (its probe steps are training, not overhead) or from the phase's start.
+  const std::size_t b = config_.baseline();
+  if (resumeFrom != nullptr) trainer.restore(*resumeFrom);
+  // Residuals: a probe's are its own; the phase's start had the current format's.
+  if (fromProbe) {
+    apply(trainer, b, false);
+  } else if (current_ != b || !applied_) {  // before the first phase the trainer runs fp32
+    apply(trainer, b, true);
+  }
+  current_ = b;
+  nextPhase_ = trainer.stepsDone() + config_.continuationSteps;
+  ++skippedPhases_;
+  const double phaseSeconds = trainer.maxOverRanks(now() - phaseStart);
+  const double overhead = phaseSeconds - phase.branchSeconds[b];
+  overheadSeconds_ += overhead;
+  nlohmann::json cands = nlohmann::json::array();
+  std::string pruned;
+  for (std::size_t c = 0; c < specs_.size(); ++c) {
+    nlohmann::json x{{"name", config_.candidates[c]}, {"step_s", stepSeconds_[c]}};
+    if (isPruned(phase, c)) {
+      x["pruned"] = phase.pruned[c];
+      pruned += (pruned.empty() ? "" : ", ") + config_.candidates[c];
+    }
+    cands.push_back(x);
+  }
+  nlohmann::json j{{"event", "speculation_skipped"}, {"step", phase.start},        {"epoch", trainer.epochAt(phase.start)},
+                   {"wall_s", trainer.wallSeconds()}, {"choice", config_.candidates[b]}, {"phase_s", phaseSeconds},
+                   {"overhead_s", overhead},          {"min_speedup", config_.minSpeedup}, {"candidates", cands}};
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "\nstep %llu: speculation skipped, no candidate is %.0f%% faster than %s (%s); overhead %.1f s\n",
+                static_cast<unsigned long long>(phase.start), 100 * config_.minSpeedup, config_.candidates[b].c_str(),
+                pruned.c_str(), overhead);
+  trainer.record(j.dump(), line);
+}
+
 void PrecisionController::finish(SpeculativeTrainer& trainer) {
   const double wall = trainer.wallSeconds();
   nlohmann::json j{{"event", "controller_summary"},
                    {"decisions", decisions_},
+                   {"skipped_phases", skippedPhases_},
                    {"overhead_s", overheadSeconds_},
                    {"wall_s", wall},
                    {"overhead_fraction", overheadSeconds_ / std::max(1e-9, wall)}};

@@ -1,5 +1,8 @@
 // The AdaPrec speculative precision controller (`--format adaptive`). Training alternates phases:
-//   1. speculative learning: from the current state, every candidate precision trains a short branch
+//   0. pruning (pruning.hpp): each candidate's step time is measured once (a few probe steps); a
+//      candidate not enough faster than fp32, or dominated by a faster branch already run, gets no
+//      branch; when only fp32 is left the phase is skipped (no branch, no evaluation, no decision);
+//   1. speculative learning: from the current state, every remaining candidate, fastest first, trains a short branch
 //      of speculativeSteps, evaluated evalPoints times on a fixed held-out validation subset, its
 //      time per step measured (max over ranks);
 //   2. prediction: the learning-curve predictor fits all branch curves jointly (shared start) and
@@ -41,9 +44,14 @@ class PrecisionController {
   void loadState(const std::string& state, SpeculativeTrainer& trainer);
   double overheadSeconds() const { return overheadSeconds_; }
   std::size_t decisions() const { return decisions_; }
+  std::size_t skippedPhases() const { return skippedPhases_; }
 
  private:
   void runPhase(SpeculativeTrainer& trainer);
+  // A phase where pruning left only the baseline: it continues from resumeFrom (null: where it is;
+  // fromProbe: the baseline's probe, whose residuals it keeps).
+  void skipPhase(SpeculativeTrainer& trainer, const PhaseMeasurements& phase, double phaseStart,
+                 const TrainingState* resumeFrom, bool fromProbe);
   // Switches every gradient to the candidate; resetFeedback clears the error-feedback residuals (at
   // branches and decisions), a resume keeps the ones its checkpoint restored.
   void apply(SpeculativeTrainer& trainer, std::size_t candidate, bool resetFeedback = true);
@@ -52,8 +60,11 @@ class PrecisionController {
   std::vector<FormatSpec> specs_;
   std::uint64_t nextPhase_ = 0;
   std::size_t current_ = 0;
+  bool applied_ = false;  // whether a candidate was ever applied (before that, the trainer's fp32)
   std::size_t decisions_ = 0;
+  std::size_t skippedPhases_ = 0;  // phases where pruning left only the baseline
   double overheadSeconds_ = 0;
+  std::vector<double> stepSeconds_;  // per candidate, agreed (pruning); 0: not measured yet
 };
 
 }  // namespace adaprec::controller

@@ -163,6 +163,16 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
   app.add_option("--holdout", o.holdout, "--format adaptive: training images held out as the validation set")
       ->check(atLeast(1))
       ->capture_default_str();
+  app.add_flag("!--no-prune", o.prune, "--format adaptive: speculate every candidate at every phase (default: "
+                                       "candidates that cannot pay are not speculated; docs/controller.md, pruning)");
+  app.add_option("--min-speedup", o.minSpeedup, "--format adaptive: a candidate is speculated only if its measured "
+                                                "step is at least this fraction faster than fp32's")
+      ->check(numberCheck(0, false, 1, true, false))
+      ->capture_default_str();
+  app.add_option("--probe-steps", o.probeSteps, "--format adaptive: steps that measure each candidate's step time "
+                                                "(once per run; the start of its branch)")
+      ->check(atLeast(1))
+      ->capture_default_str();
   app.add_option("--rule", o.rule, "--format adaptive: 'gain' (largest predicted accuracy gain per second) or "
                                    "'risk' (largest probability of beating fp32's gain per second)")
       ->check(CLI::IsMember({"gain", "risk"}))
@@ -367,6 +377,9 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.maxOverhead = o.maxOverhead;
     cc.validationImages = o.validationImages;
     cc.rule = controller::parseDecisionRule(o.rule);
+    cc.prune = o.prune;
+    cc.minSpeedup = o.minSpeedup;
+    cc.probeSteps = o.probeSteps;
     ControllerHook controller(cc);
     r.final = trainer.train(&controller);
     r.controllerOverheadSeconds = controller.overheadSeconds();

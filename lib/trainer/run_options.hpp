@@ -38,6 +38,9 @@ struct RunOptions {
   std::size_t validationImages = 1000;
   std::size_t holdout = 2000;         // training images held out as the validation set (adaptive only)
   std::string rule = "gain";          // gain | risk
+  bool prune = true;                  // pruning by step time (lib/controller/pruning.hpp)
+  double minSpeedup = 0.10;           // a candidate's step must be this much faster than fp32's
+  std::uint64_t probeSteps = 3;       // steps that measure a candidate's step time
 };
 
 // Whether this build has the precision controller (needs the predictor and the communicator).

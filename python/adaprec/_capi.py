@@ -120,6 +120,8 @@ class ControllerOptions(ctypes.Structure):
         ("validationImages", ctypes.c_uint64),
         ("stepsPerEpoch", ctypes.c_double),
         ("rule", ctypes.c_int),
+        ("prune", ctypes.c_int),
+        ("minSpeedup", ctypes.c_double),
     ]
 
 
@@ -171,6 +173,8 @@ def controller_lib():
             "AdaPrec_ControllerSetLearningRates": (ctypes.c_int, [c_ctrl, P(ctypes.c_double), ctypes.c_size_t]),
             "AdaPrec_ControllerScheduleRates": (
                 ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_size_t, P(ctypes.c_double)]),
+            "AdaPrec_ControllerReportStepTime": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_double]),
+            "AdaPrec_ControllerShouldSpeculate": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, P(ctypes.c_int)]),
             "AdaPrec_ControllerDecide": (ctypes.c_int, [c_ctrl, P(Decision)]),
             "AdaPrec_ControllerDecisionRecord": (
                 ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_size_t, P(ctypes.c_size_t)]),

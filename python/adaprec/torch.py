@@ -308,13 +308,13 @@ class Controller:
     each phase, report every candidate branch's points, then decide. No MPI inside: give every rank
     the same numbers (seconds per step as the maximum over ranks) and each decides the same.
 
-    candidates: format specs; continuation_steps, max_overhead, rule ("gain" | "risk"): as
-    adaprec-train's --phase-steps, --max-overhead, --rule; total_steps: where training ends (0:
-    unknown); validation_images: images behind each accuracy (0: unknown); steps_per_epoch: for the
-    record's epoch only."""
+    candidates: format specs; continuation_steps, max_overhead, rule ("gain" | "risk"), prune,
+    min_speedup: as adaprec-train's --phase-steps, --max-overhead, --rule, --no-prune, --min-speedup;
+    total_steps: where training ends (0: unknown); validation_images: images behind each accuracy (0:
+    unknown); steps_per_epoch: for the record's epoch only."""
 
     def __init__(self, candidates, continuation_steps=300, max_overhead=0.25, total_steps=0,
-                 validation_images=0, steps_per_epoch=0, rule="gain"):
+                 validation_images=0, steps_per_epoch=0, rule="gain", prune=True, min_speedup=0.10):
         import ctypes
 
         from . import _capi
@@ -333,6 +333,8 @@ class Controller:
         options.validationImages = int(validation_images or 0)
         options.stepsPerEpoch = float(steps_per_epoch or 0)
         options.rule = _capi.RULE_RISK if rule == "risk" else _capi.RULE_GAIN
+        options.prune = 1 if prune else 0
+        options.minSpeedup = float(min_speedup)
         names = (ctypes.c_char_p * len(self.candidates))(*[c.encode() for c in self.candidates])
         handle = ctypes.c_void_p()
         self._check(self._lib.AdaPrec_ControllerCreate(names, len(self.candidates), ctypes.byref(options),
@@ -361,6 +363,20 @@ class Controller:
     def report(self, candidate, step, accuracy, seconds_per_step):
         self._check(self._lib.AdaPrec_ControllerReportPoint(self._handle, str(candidate).encode(), int(step),
                                                             float(accuracy), float(seconds_per_step)))
+
+    def report_step_time(self, candidate, seconds_per_step):
+        """Pruning: a candidate's measured seconds per step, before any branch of the phase."""
+        self._check(self._lib.AdaPrec_ControllerReportStepTime(self._handle, str(candidate).encode(),
+                                                               float(seconds_per_step)))
+
+    def should_speculate(self, candidate):
+        """Pruning: whether the candidate's branch is worth running now (False: pruned this phase)."""
+        import ctypes
+
+        answer = ctypes.c_int(0)
+        self._check(self._lib.AdaPrec_ControllerShouldSpeculate(self._handle, str(candidate).encode(),
+                                                                ctypes.byref(answer)))
+        return bool(answer.value)
 
     def set_learning_rates(self, rates):
         import ctypes
@@ -438,12 +454,20 @@ class AdaptivePrecision:
     "scheduler" to read the rates from `scheduler` itself (stepped forward from its current state and
     put back, see phase_learning_rates). learning_rate: the callable form's older name. Decisions are taken on every rank from the same numbers and rank 0's is followed
     (torch.distributed broadcast); records holds each decision's record (rank 0's log line).
-    Residuals are dropped when a branch starts and at the decision, as in adaprec-train."""
+    Residuals are dropped when a branch starts and at the decision, as in adaprec-train.
+
+    prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
+    "Pruning"): the first phase trains probe_steps steps of each candidate to measure its step time
+    (kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
+    faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
+    fastest first); a phase where only fp32 is left runs no branch and no evaluation, and records
+    {"event": "speculation_skipped", ...} instead of a decision."""
 
     def __init__(self, model, optimizer, hook_state, train_step, evaluate, total_steps, scheduler=None,
                  candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
                  eval_points=2, continuation_steps=100, max_overhead=0.25, rule="gain",
-                 validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None):
+                 validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None,
+                 prune=True, min_speedup=0.10, probe_steps=3):
         if eval_points < 1 or speculative_steps < eval_points:
             raise adaprec.InvalidArgumentError(
                 f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")
@@ -471,8 +495,14 @@ class AdaptivePrecision:
         self.candidates = list(candidates)
         self.speculative_steps = int(speculative_steps)
         self.eval_points = int(eval_points)
+        if int(probe_steps) < 1:
+            raise adaprec.InvalidArgumentError(f"adaprec: probe steps {probe_steps} must be >= 1")
+        self.prune = bool(prune)
+        self.probe_steps = int(probe_steps)
+        self.continuation_steps = int(continuation_steps)
+        self.step_seconds = {}     # pruning: each candidate's measured seconds per step (max over ranks)
         self.controller = Controller(self.candidates, continuation_steps, max_overhead, total_steps,
-                                     validation_images, steps_per_epoch, rule)
+                                     validation_images, steps_per_epoch, rule, prune, min_speedup)
         self.records = []          # one decision record (dict) per phase
         self.current = None        # the format training continues in
         self.next_phase = 0
@@ -495,44 +525,104 @@ class AdaptivePrecision:
 
     def run_phase(self, start):
         """One phase from step `start`; returns the step training continues at (the chosen branch's end)."""
-        import time
-
         base = self.snapshot(start)
-        base_accuracy = float(self.evaluate())
         self.controller.begin_phase(start)
-        ends = []
-        for c, candidate in enumerate(self.candidates):
-            if c > 0:
-                self.restore(base)
-            self._apply(candidate)
+        rates = self.phase_learning_rates(start, self.total_steps - start + 1)
+        if rates is not None:  # before any branch: pruning's verdicts use the schedule too
+            self.controller.set_learning_rates(rates)
+        at_base = True
+        probed = {}  # candidate -> (state after its probe steps, their seconds)
+        order = list(self.candidates)
+        if self.prune:
+            probe = min(self.probe_steps, self.speculative_steps // self.eval_points)
+            for candidate in self.candidates:
+                if candidate in self.step_seconds:
+                    continue
+                if not at_base:
+                    self.restore(base)
+                self._apply(candidate)
+                seconds = self._train(start, start + probe)
+                self.step_seconds[candidate] = self._max_over_ranks(_median(seconds))
+                probed[candidate] = (self.snapshot(start + probe), seconds)
+                at_base = False
+            for candidate in self.candidates:
+                self.controller.report_step_time(candidate, self.step_seconds[candidate])
+            order.sort(key=lambda c: self.step_seconds[c])  # stable: ties keep the candidates' order
+            left = [c for c in order if self.controller.should_speculate(c)]
+            if len(left) == 1:  # only the baseline: no branch, no evaluation, no decision
+                return self._skip_phase(start, base, left[0], probed)
+        if not at_base:
+            self.restore(base)
+        base_accuracy = float(self.evaluate())
+        at_base = True
+        ends = {}
+        for candidate in order:
+            if self.prune and not self.controller.should_speculate(candidate):
+                continue
+            if candidate in probed:
+                state, seconds = probed[candidate]
+                self.restore(state)
+                self._apply(candidate, reset_feedback=False)  # the probe's residuals are the branch's
+                step, seconds = state.step, list(seconds)
+            else:
+                if not at_base:
+                    self.restore(base)
+                self._apply(candidate)
+                step, seconds = start, []
             points = [(start, base_accuracy)]
-            seconds = []
-            step = start
             for k in range(1, self.eval_points + 1):
                 until = start + self.speculative_steps * k // self.eval_points
-                while step < until:
-                    t0 = time.perf_counter()
-                    self.train_step(step)
-                    seconds.append(time.perf_counter() - t0)
-                    step += 1
+                seconds += self._train(step, until)
+                step = max(step, until)
                 points.append((step, float(self.evaluate())))
             # The slowest rank sets a synchronous step's pace; the median drops one-off costs.
             per_step = self._max_over_ranks(_median(seconds))
+            if self.prune:
+                self.step_seconds[candidate] = per_step
             for p, (at, accuracy) in enumerate(points):
                 self.controller.report(candidate, at, accuracy, per_step if p > 0 else 0.0)
-            ends.append(self.snapshot(step))
-        rates = self.phase_learning_rates(start, self.total_steps - start + 1)
-        if rates is not None:
-            self.controller.set_learning_rates(rates)
+            ends[candidate] = self.snapshot(step)
+            at_base = False
         decision = self.controller.decide()
         choice, continuation = self._agree(decision["candidate"], decision["continuation_steps"])
         record = self.controller.record()
-        record["choice"] = self.candidates[choice]  # rank 0's, followed by every rank
+        chosen = self.candidates[choice]
+        record["choice"] = chosen  # rank 0's, followed by every rank
         self.records.append(record)
-        self.restore(ends[choice])
-        self._apply(self.candidates[choice])
-        self.next_phase = ends[choice].step + continuation
-        return ends[choice].step
+        self.restore(ends[chosen])
+        self._apply(chosen)
+        self.next_phase = ends[chosen].step + continuation
+        return ends[chosen].step
+
+    def _train(self, step, until):
+        """Trains steps step .. until-1; returns each one's seconds on this rank."""
+        import time
+
+        seconds = []
+        while step < until:
+            t0 = time.perf_counter()
+            self.train_step(step)
+            seconds.append(time.perf_counter() - t0)
+            step += 1
+        return seconds
+
+    def _skip_phase(self, start, base, baseline, probed):
+        """Pruning left only `baseline`: training goes on in it from its probe's end (those steps are
+        training) or from the phase's start, and the next phase comes continuation_steps later."""
+        if baseline in probed:
+            state = probed[baseline][0]
+            self.restore(state)
+            self._apply(baseline, reset_feedback=False)
+        else:
+            if probed:
+                self.restore(base)
+            state = base
+            if self.current != baseline:
+                self._apply(baseline)
+        self.records.append({"event": "speculation_skipped", "step": start, "choice": baseline,
+                             "candidates": [{"name": c, "step_s": self.step_seconds[c]} for c in self.candidates]})
+        self.next_phase = state.step + self.continuation_steps
+        return state.step
 
     def phase_learning_rates(self, start, count):
         """The rates of updates start .. start+count-1 under lr_schedule (None without one). With
@@ -570,10 +660,12 @@ class AdaptivePrecision:
                 group.update(settings)
         return rates
 
-    def _apply(self, candidate):
-        """The hook sends every bucket in `candidate` from the next step on; residuals start from zero."""
+    def _apply(self, candidate, reset_feedback=True):
+        """The hook sends every bucket in `candidate` from the next step on; residuals start from zero
+        (reset_feedback, a new branch) or stay those a restore brought back (a probed branch)."""
         self.hook_state.format = candidate
-        self.hook_state.communicator.reset_feedback()
+        if reset_feedback:
+            self.hook_state.communicator.reset_feedback()
         self.current = candidate
 
     def _max_over_ranks(self, value):

@@ -190,7 +190,7 @@ def adaptive_run():
         model, optimizer, state, train_step, evaluate, total_steps=60, scheduler=scheduler,
         candidates=["fp32", "fp16", "table2+ef"], speculative_steps=6, eval_points=2,
         continuation_steps=10, max_overhead=1, validation_images=256,
-        lr_schedule="scheduler")
+        lr_schedule="scheduler", prune=False)  # every phase decides (pruning: pruned_runs)
     regular = list(driver.steps())  # train_step runs inside steps() for the branches only
     for step in regular:
         train_step(step)
@@ -212,6 +212,54 @@ def adaptive_run():
     state.close()
 
 
+def digest_of(model):
+    return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+
+
+def pruned_runs():
+    # min_speedup 0.99: every candidate but fp32 is "not faster", so every phase is skipped after the
+    # first one's probes; restoring from the probes must leave exactly a plain fp32 run.
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    for step in range(40):
+        train_step(step)
+    plain = digest_of(model)
+    state.close()
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    driver = adaprec_torch.AdaptivePrecision(
+        model, optimizer, state, train_step, evaluate, total_steps=40, scheduler=scheduler,
+        candidates=["fp32", "fp16", "table2+ef"], speculative_steps=6, eval_points=2,
+        continuation_steps=10, validation_images=256, min_speedup=0.99, probe_steps=2)
+    for step in driver.steps():
+        train_step(step)
+    events = [r["event"] for r in driver.records]
+    check(events == ["speculation_skipped"] * 4, f"min_speedup 0.99: records {events}")
+    check(sorted(driver.step_seconds) == ["fp16", "fp32", "table2+ef"] and min(driver.step_seconds.values()) > 0,
+          f"step times {driver.step_seconds}")
+    check(digest_of(model) == plain, "skipped phases did not leave a plain fp32 run's parameters")
+    state.close()
+    # min_speedup 0: which candidates are pruned follows measured times; every phase must be a decision
+    # or a skip, taken alike on every rank, and the ranks must end equal.
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    driver = adaprec_torch.AdaptivePrecision(
+        model, optimizer, state, train_step, evaluate, total_steps=60, scheduler=scheduler,
+        candidates=["fp32", "fp16", "table2+ef"], speculative_steps=6, eval_points=2,
+        continuation_steps=10, max_overhead=1, validation_images=256, min_speedup=0, probe_steps=2)
+    for step in driver.steps():
+        train_step(step)
+    phases = [(r["event"], r["step"], r["choice"], [c.get("pruned") for c in r["candidates"]]) for r in driver.records]
+    check(len(phases) >= 3 and all(e in ("decision", "speculation_skipped") for e, *_ in phases),
+          f"min_speedup 0: phases {phases}")
+    for r in driver.records:
+        if r["event"] == "decision":
+            check(r["speculation_order"] and r["min_speedup"] == 0, f"decision without pruning fields: {r}")
+    every = world.allgather(phases)
+    check(all(p == every[0] for p in every), f"ranks pruned or decided differently: {every}")
+    check(len(set(world.allgather(digest_of(model)))) == 1, "parameters differ across ranks after pruning")
+    if rank == 0:
+        print(f"pruned run: {phases}")
+    state.close()
+
+
 def main():
     faulthandler.dump_traceback_later(240, exit=True)
     adaprec_torch.init_process_group()
@@ -219,6 +267,7 @@ def main():
     restore_checks()
     schedule_checks()
     adaptive_run()
+    pruned_runs()
     all_failures = world.allgather(failures)
     flat = [f for fs in all_failures for f in fs]
     if rank == 0:

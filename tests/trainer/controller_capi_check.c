@@ -170,6 +170,58 @@ int main(void) {
   options.rule = 7;
   CHECK_ERROR(AdaPrec_ControllerCreate(candidates, 3, &options, &none), ADAPREC_ERR_INVALID_ARGUMENT, "rule 7");
 
+  options.rule = ADAPREC_RULE_GAIN;
+  options.minSpeedup = 1.5;
+  CHECK_ERROR(AdaPrec_ControllerCreate(candidates, 3, &options, &none), ADAPREC_ERR_INVALID_ARGUMENT,
+              "min speedup 1.5 must be in [0, 1)");
+
+  /* Pruning: a short run on a slow network. fp32 10x and fp16 5x table2's step, all learning alike;
+   * fp8s hardly faster than fp32. Fastest first: table2's branch prunes fp16 and fp32 (dominated). */
+  {
+    const char *slow[4] = {"fp32", "fp16", "fp8s", "table2"};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    CHECK(o.prune == 1 && o.minSpeedup == 0.10);
+    o.continuationSteps = 1000;
+    o.maxOverhead = 1;
+    o.totalSteps = 400;
+    o.validationImages = 2000;
+    AdaPrec_Controller p = NULL;
+    CHECK(AdaPrec_ControllerCreate(slow, 4, &o, &p) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+    int yes = -1;
+    CHECK_ERROR(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes), ADAPREC_ERR_INVALID_ARGUMENT,
+                "candidate fp32 has no step time");
+    CHECK_ERROR(AdaPrec_ControllerReportStepTime(p, "fp16", 0), ADAPREC_ERR_INVALID_ARGUMENT, "must be > 0");
+    const double step[4] = {0.2, 0.1, 0.19, 0.02};
+    for (int k = 0; k < 4; ++k) CHECK(AdaPrec_ControllerReportStepTime(p, slow[k], step[k]) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp8s", &yes) == ADAPREC_OK && yes == 0);   /* 5 %: not faster */
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes) == ADAPREC_OK && yes == 1); /* nothing run yet */
+    for (int s = 0; s <= 30; s += 10) {
+      CHECK(AdaPrec_ControllerReportPoint(p, "table2", (uint64_t)s, curve(0.1, 0.8, 40, s), s ? 0.02 : 0) == ADAPREC_OK);
+    }
+    CHECK_ERROR(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes), ADAPREC_ERR_INVALID_ARGUMENT,
+                "table2's branch was already reported");
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp16", &yes) == ADAPREC_OK && yes == 0);
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp32", &yes) == ADAPREC_OK && yes == 0);
+    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK && strcmp(d.format, "table2") == 0);
+    size_t n = 0;
+    char text[8192];
+    CHECK(AdaPrec_ControllerDecisionRecord(p, text, sizeof text, &n) == ADAPREC_OK);
+    CHECK(strstr(text, "\"name\":\"fp8s\",\"pruned\":\"not_faster\"") != NULL);
+    CHECK(strstr(text, "\"name\":\"fp16\",\"pruned\":\"dominated\"") != NULL);
+    CHECK(strstr(text, "\"speculation_order\":[\"fp8s\",\"table2\",\"fp16\",\"fp32\"]") != NULL);
+    /* Without pruning every answer is yes, and every candidate needs its branch again. */
+    o.prune = 0;
+    AdaPrec_Controller q = NULL;
+    CHECK(AdaPrec_ControllerCreate(slow, 4, &o, &q) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerBeginPhase(q, 0) == ADAPREC_OK);
+    for (int k = 0; k < 4; ++k) CHECK(AdaPrec_ControllerReportStepTime(q, slow[k], step[k]) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerShouldSpeculate(q, "fp8s", &yes) == ADAPREC_OK && yes == 1);
+    CHECK_ERROR(AdaPrec_ControllerDecide(q, &d), ADAPREC_ERR_INVALID_ARGUMENT, "candidate fp32 has 0 point(s)");
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK && AdaPrec_ControllerFree(q) == ADAPREC_OK);
+  }
+
   if (failures == 0) printf("controller C API: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }

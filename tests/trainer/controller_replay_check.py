@@ -9,7 +9,13 @@ record must say the predictor used it ("lr_schedule": "points:N", N rates from t
 the end of training), and the replay passes the same rates (the peak times
 AdaPrec_ControllerScheduleRates, the library's parser) through AdaPrec_ControllerSetLearningRates.
 
-Usage: controller_replay_check.py [--lr-schedule SPEC] ADAPREC_TRAIN MPIRUN [MPIRUN ARGS...]
+With --prune the run prunes (docs/trainer.md, "Pruning"; with --min-speedup 0, so that on shared
+memory only candidates measured slower than fp32 are pruned as not faster and most phases still
+decide): the replay reports every candidate's step time, asks AdaPrec_ControllerShouldSpeculate in
+the record's speculation_order, which must answer as adaprec-train pruned, and reports only the
+speculated branches. Without it the run speculates every candidate (--no-prune).
+
+Usage: controller_replay_check.py [--lr-schedule SPEC] [--prune] ADAPREC_TRAIN MPIRUN [MPIRUN ARGS...]
 (PYTHONPATH=python/ and ADAPREC_LIBRARY=libadaprec.so, as meson sets them.)"""
 
 import ctypes
@@ -25,6 +31,9 @@ arguments = sys.argv[1:]
 schedule = None
 if arguments[:1] == ["--lr-schedule"]:
     schedule, arguments = arguments[1], arguments[2:]
+prune = arguments[:1] == ["--prune"]
+if prune:
+    arguments = arguments[1:]
 train, mpirun, *mpirun_args = arguments
 if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
     print("SKIP: Fashion-MNIST (dataset-fashion-mnist) missing")
@@ -50,11 +59,15 @@ with tempfile.TemporaryDirectory() as scratch:
                     "--batch", "32", "--lr", "0.01", "--epochs", "1", "--train-limit", "6000",
                     "--eval-samples", "500", "--spec-steps", "10", "--spec-evals", "2", "--phase-steps", "20",
                     "--max-overhead", "1", "--val-images", "500", "--seed", "7", "--log", log, "--no-progress"]
+                   + (["--min-speedup", "0"] if prune else ["--no-prune"])
                    + (["--lr-schedule", schedule] if schedule else []),
                    check=True, env=env)
     records = [json.loads(line) for line in open(log) if '"event":"decision"' in line]
+    skipped = [json.loads(line) for line in open(log) if '"event":"speculation_skipped"' in line]
 
-check(len(records) >= 2, f"only {len(records)} decisions logged")
+# Pruning may skip a phase where every candidate measured slower than fp32 (shared memory).
+check(len(records) + (len(skipped) if prune else 0) >= 2, f"only {len(records)} decisions logged")
+check(prune or not skipped, f"{len(skipped)} phases skipped without pruning")
 for r in records:
     names = [c["name"] for c in r["candidates"]]
     options = _capi.ControllerOptions()
@@ -63,14 +76,12 @@ for r in records:
     options.maxOverhead = r["max_overhead"]  # 1: continuations do not depend on branch seconds
     options.validationImages = r["validation_images"]
     options.rule = _capi.RULE_RISK if r["rule"] == "risk" else _capi.RULE_GAIN
+    options.minSpeedup = r.get("min_speedup", options.minSpeedup)
     handle = ctypes.c_void_p()
     ok(lib.AdaPrec_ControllerCreate((ctypes.c_char_p * len(names))(*[n.encode() for n in names]), len(names),
                                     ctypes.byref(options), ctypes.byref(handle)))
     ok(lib.AdaPrec_ControllerBeginPhase(handle, r["step"]))
-    for c in r["candidates"]:
-        for i, (step, accuracy) in enumerate(c["curve"]):
-            ok(lib.AdaPrec_ControllerReportPoint(handle, c["name"].encode(), step, accuracy, c["step_s"] if i else 0.0))
-    if schedule:
+    if schedule:  # before any branch: pruning's verdicts fit the curves under the schedule too
         # adaprec-train's rates: the peak (--lr 0.01 x global batch 64 / --lr-batch, 0: per-rank batch 32)
         # times lr(step) / peak of the schedule, from the phase's start to the end of training.
         check(r["lr_schedule"].startswith("points:"), f"step {r['step']}: lr_schedule {r['lr_schedule']}")
@@ -79,6 +90,27 @@ for r in records:
         ok(lib.AdaPrec_ControllerScheduleRates(schedule.encode(), r["step"], count, relative))
         rates = (ctypes.c_double * max(count, 1))(*[0.01 * 64 / 32 * x for x in relative[:count]])
         ok(lib.AdaPrec_ControllerSetLearningRates(handle, rates, count))
+
+    def report_branch(c):
+        for i, (step, accuracy) in enumerate(c["curve"]):
+            ok(lib.AdaPrec_ControllerReportPoint(handle, c["name"].encode(), step, accuracy, c["step_s"] if i else 0.0))
+
+    check(prune == ("speculation_order" in r), f"step {r['step']}: speculation_order present: {not prune}")
+    if "speculation_order" in r:
+        by_name = {c["name"]: c for c in r["candidates"]}
+        for c in r["candidates"]:
+            ok(lib.AdaPrec_ControllerReportStepTime(handle, c["name"].encode(), c["pruning_step_s"]))
+        for name in r["speculation_order"]:
+            speculate = ctypes.c_int(-1)
+            ok(lib.AdaPrec_ControllerShouldSpeculate(handle, name.encode(), ctypes.byref(speculate)))
+            check(bool(speculate.value) == ("pruned" not in by_name[name]),
+                  f"step {r['step']}, {name}: C API speculate={speculate.value}, adaprec-train pruned "
+                  f"{by_name[name].get('pruned')}")
+            if speculate.value:
+                report_branch(by_name[name])
+    else:
+        for c in r["candidates"]:
+            report_branch(c)
     d = _capi.Decision()
     ok(lib.AdaPrec_ControllerDecide(handle, ctypes.byref(d)))
     size = ctypes.c_size_t()
@@ -93,10 +125,16 @@ for r in records:
     check(set(replay) == set(r), f"{at}: record fields differ: {sorted(set(replay) ^ set(r))}")
     check(replay.get("lr_schedule") == r.get("lr_schedule"),
           f"{at}: lr_schedule {replay.get('lr_schedule')} != adaprec-train's {r.get('lr_schedule')}")
+    check(r.get("speculation_order") == replay.get("speculation_order"), f"{at}: speculation order differs")
     for logged, again in zip(r["candidates"], replay["candidates"]):
-        for field in ("curve", "step_s", "predicted_mean", "predicted_sd", "predicted_step", "gain", "score",
-                      "p_beats_baseline"):
-            check(logged[field] == again[field],
-                  f"{at}, {logged['name']}: {field} {again[field]} != adaprec-train's {logged[field]}")
-print("\n".join(failures) if failures else f"controller replay: {len(records)} decisions identical")
+        fields = ("pruned", "step_s", "pruning_step_s") if "pruned" in logged else (
+            "curve", "step_s", "predicted_mean", "predicted_sd", "predicted_step", "gain", "score", "p_beats_baseline")
+        if prune:
+            check(set(logged) - {"branch_s"} == set(again) - {"branch_s"}, f"{at}, {logged['name']}: fields differ")
+        for field in fields:
+            check(logged.get(field) == again.get(field),
+                  f"{at}, {logged['name']}: {field} {again.get(field)} != adaprec-train's {logged.get(field)}")
+pruned = sum("pruned" in c for r in records for c in r["candidates"])
+print("\n".join(failures) if failures else
+      f"controller replay: {len(records)} decisions identical ({pruned} pruned candidates, {len(skipped)} phases skipped)")
 sys.exit(1 if failures else 0)

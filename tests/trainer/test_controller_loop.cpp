@@ -3,6 +3,7 @@
 // phases, restores and decisions, without MPI or lib/trainer.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "controller/precision_controller.hpp"
@@ -25,6 +26,10 @@ class FakeTrainer final : public SpeculativeTrainer {
   std::string format = "fp32";
   int restores = 0, snapshots = 0, feedbackResets = 0;
   std::vector<std::string> records;
+  std::vector<std::string> trained;  // the format of every train() call, in order
+  // Per format: progress per step (default 1) and seconds per step (default 0.01).
+  std::map<std::string, double> rateOf{{"table2", 0.05}};
+  std::map<std::string, double> secondsOf{{"fp32", 0.02}};
 
   std::uint64_t stepsDone() const override { return step; }
   std::uint64_t totalSteps() const override { return 400; }
@@ -46,11 +51,12 @@ class FakeTrainer final : public SpeculativeTrainer {
     feedbackResets += resetFeedback;
   }
   std::vector<double> train(std::uint64_t steps) override {
-    // fp16 learns as fast as fp32 per step; table2 barely learns.
-    const double rate = format == "table2" ? 0.05 : 1.0;
+    // By default fp16 learns as fast as fp32 per step, twice as fast; table2 barely learns.
+    const double rate = rateOf.count(format) ? rateOf.at(format) : 1.0;
     step += steps;
     progress += rate * static_cast<double>(steps);
-    return std::vector<double>(steps, format == "fp32" ? 0.02 : 0.01);
+    trained.push_back(format);
+    return std::vector<double>(steps, secondsOf.count(format) ? secondsOf.at(format) : 0.01);
   }
   ValidationResult evaluate(std::size_t) override { return {0.1 + 0.8 * (1 - std::exp(-progress / 60)), 1000}; }
   double learningRate(std::uint64_t) const override { return 0.1; }
@@ -70,6 +76,7 @@ TEST_CASE("the phase loop drives any SpeculativeTrainer") {
   config.evalPoints = 2;
   config.continuationSteps = 50;
   config.maxOverhead = 1;
+  config.prune = false;  // every candidate speculated at every phase (pruning: the cases below)
   PrecisionController controller(config);
   FakeTrainer trainer;
   while (trainer.stepsDone() < trainer.totalSteps()) {
@@ -104,6 +111,7 @@ TEST_CASE("controller state round-trips and re-applies the choice without droppi
   config.speculativeSteps = 10;
   config.evalPoints = 2;
   config.continuationSteps = 50;
+  config.prune = false;
   PrecisionController a(config);
   FakeTrainer trainer;
   a.beforeStep(trainer);
@@ -116,4 +124,155 @@ TEST_CASE("controller state round-trips and re-applies the choice without droppi
   CHECK(resumed.feedbackResets == 0);
   CHECK(b.decisions() == 1);
   CHECK(b.saveState() == state);
+}
+
+namespace {
+
+void runToEnd(PrecisionController& controller, FakeTrainer& trainer) {
+  while (trainer.stepsDone() < trainer.totalSteps()) {
+    controller.beforeStep(trainer);
+    if (trainer.stepsDone() < trainer.totalSteps()) trainer.train(1);
+  }
+  controller.finish(trainer);
+}
+
+std::vector<nlohmann::json> eventsOf(const FakeTrainer& trainer, const std::string& event) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& r : trainer.records) {
+    nlohmann::json j = nlohmann::json::parse(r);
+    if (j["event"] == event) out.push_back(j);
+  }
+  return out;
+}
+
+ControllerConfig pruningConfig(std::vector<std::string> candidates) {
+  ControllerConfig config;
+  config.candidates = std::move(candidates);
+  config.speculativeSteps = 10;
+  config.evalPoints = 2;
+  config.continuationSteps = 50;
+  config.maxOverhead = 1;
+  config.probeSteps = 3;
+  return config;
+}
+
+// A short run on a slow network: 30-step branches, horizons at the end of training.
+ControllerConfig slowNetworkConfig() {
+  ControllerConfig config = pruningConfig({"fp32", "fp16", "table4"});
+  config.speculativeSteps = 30;
+  config.evalPoints = 3;
+  config.continuationSteps = 400;
+  return config;
+}
+
+std::map<std::string, double> slowNetwork() { return {{"fp32", 0.2}, {"fp16", 0.1}, {"table4", 0.01}}; }
+
+}  // namespace
+
+TEST_CASE("pruning: where no candidate is faster than fp32, the phases speculate nothing") {
+  // Shared memory: compression saves no time (every format 0.02 s/step).
+  PrecisionController controller(pruningConfig({"fp32", "fp16", "table2"}));
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.019}, {"table2", 0.02}};
+  runToEnd(controller, trainer);
+  CHECK(controller.decisions() == 0);
+  // Phases at 0 (the probes: fp32's 3 steps kept), 53, 103, ...: every 50 steps up to 400.
+  CHECK(controller.skippedPhases() == 8);
+  const std::vector<nlohmann::json> skipped = eventsOf(trainer, "speculation_skipped");
+  REQUIRE(skipped.size() == 8);
+  CHECK(skipped[0]["step"] == 0);
+  CHECK(skipped[1]["step"] == 53);
+  CHECK(skipped[0]["choice"] == "fp32");
+  CHECK(skipped[0]["candidates"][1]["pruned"] == "not_faster");  // 5 % faster: under min speedup 10 %
+  CHECK(skipped[0]["candidates"][2]["pruned"] == "not_faster");
+  CHECK_FALSE(skipped[0]["candidates"][0].contains("pruned"));
+  // Only the first phase probes (3 steps per candidate); no evaluation, no branch ever.
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 1);
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 1);
+  CHECK(trainer.format == "fp32");
+  // 400 steps of training: fp32's probe steps are training; the others' 6 are thrown away, so the
+  // run learnt exactly what 400 fp32 steps learn.
+  CHECK(trainer.stepsDone() == 400);
+  CHECK(trainer.progress == 400);
+  const nlohmann::json summary = nlohmann::json::parse(trainer.records.back());
+  CHECK(summary["skipped_phases"] == 8);
+}
+
+TEST_CASE("pruning: a candidate 10 % faster than fp32 is still speculated") {
+  PrecisionController controller(pruningConfig({"fp32", "fp16"}));
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.0179}};
+  controller.beforeStep(trainer);
+  CHECK(controller.decisions() == 1);
+  CHECK(controller.skippedPhases() == 0);
+}
+
+TEST_CASE("pruning: on a slow network the fast branches dominate the slow ones, which are never run") {
+  // fp32 20x and fp16 10x table4's step; table4 learns as fast per step. Fastest first: table4's
+  // branch runs, then fp16 and fp32 cannot reach its rate even with accuracy 1.
+  ControllerConfig config = slowNetworkConfig();
+  PrecisionController controller(config);
+  FakeTrainer trainer;
+  trainer.secondsOf = slowNetwork();
+  controller.beforeStep(trainer);
+  REQUIRE(controller.decisions() == 1);
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() == 1);
+  const nlohmann::json& d = decisions[0];
+  CHECK(d["choice"] == "table4");
+  CHECK(d["candidates"][0]["pruned"] == "dominated");
+  CHECK(d["candidates"][1]["pruned"] == "dominated");
+  CHECK_FALSE(d["candidates"][2].contains("pruned"));
+  CHECK(d["candidates"][2]["curve"].size() == 4);
+  CHECK(d["candidates"][0]["step_s"] == Approx(0.2));
+  // table4's branch kept its probe steps: 30 branch steps in all.
+  CHECK(trainer.stepsDone() == 30);
+  CHECK(trainer.format == "table4");
+}
+
+TEST_CASE("pruning: a branch that learns nothing prunes nothing") {
+  // table4 is the fastest but learns nothing: its lower bound is below 0, so it prunes nothing and
+  // fp16 (10x slower) runs; fp16 learns, and may then prune fp32.
+  PrecisionController controller(slowNetworkConfig());
+  FakeTrainer trainer;
+  trainer.secondsOf = slowNetwork();
+  trainer.rateOf = {{"table4", 0.0}};
+  controller.beforeStep(trainer);
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() == 1);
+  CHECK_FALSE(decisions[0]["candidates"][1].contains("pruned"));
+  CHECK(decisions[0]["candidates"][1]["curve"].size() == 4);
+  CHECK(decisions[0]["choice"] == "fp16");
+}
+
+TEST_CASE("pruning: the risk rule without fp32's branch compares with fp32's rate ceiling") {
+  ControllerConfig config = slowNetworkConfig();
+  config.rule = DecisionRule::kRiskAware;
+  PrecisionController controller(config);
+  FakeTrainer trainer;
+  trainer.secondsOf = slowNetwork();
+  controller.beforeStep(trainer);
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() == 1);
+  CHECK(decisions[0]["candidates"][0]["pruned"] == "dominated");
+  CHECK(decisions[0]["choice"] == "table4");
+  CHECK(decisions[0]["candidates"][2]["p_beats_baseline"].get<double>() > 0.95);
+}
+
+TEST_CASE("pruning: measured step times travel in the controller's state") {
+  PrecisionController a(pruningConfig({"fp32", "fp16", "table2"}));
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.02}, {"table2", 0.02}};
+  a.beforeStep(trainer);
+  const std::string state = a.saveState();
+  PrecisionController b(pruningConfig({"fp32", "fp16", "table2"}));
+  FakeTrainer resumed;
+  resumed.step = trainer.step;
+  b.loadState(state, resumed);
+  CHECK(b.saveState() == state);
+  // The resumed controller does not probe again: its next phase skips at once.
+  resumed.step = 53;
+  CHECK(b.beforeStep(resumed));
+  CHECK(resumed.trained.empty());
+  CHECK(b.skippedPhases() == 2);
 }

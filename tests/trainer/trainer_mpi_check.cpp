@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
       o.reducer = "adaprec";
       o.format = "adaptive";
       o.candidates = "fp32,fp16,fp8s";  // all of them learn this problem: the check is about the mechanism
+      o.prune = false;  // on shared memory pruning would skip every phase (no candidate is faster): below
       o.holdout = 200;
       o.specSteps = 6;
       o.specEvals = 2;
@@ -250,6 +251,61 @@ int main(int argc, char** argv) {
     });
   }
 
+  if (kHaveController) {
+    check("--format adaptive with pruning: every candidate probed, every phase logged, ranks agree", [] {
+      // Which candidates are pruned follows measured step times (on shared memory usually all but
+      // fp32); what must hold whatever they measure is checked.
+      const std::string dir = tempDir("pruning");
+      RunOptions o = smallRun("mlp", 16, 1600);
+      o.reducer = "adaprec";
+      o.format = "adaptive";
+      o.candidates = "fp32,fp16,table4+ef";
+      o.holdout = 200;
+      o.specSteps = 6;
+      o.specEvals = 2;
+      o.phaseSteps = 12;
+      o.validationImages = 200;
+      o.probeSteps = 2;
+      o.trainer.epochs = 2;
+      o.trainer.logPath = dir + "/log.jsonl";
+      const RunResult r = runTraining(o, MPI_COMM_WORLD);
+      std::string why;
+      if (!(r.final.accuracy > 0.85)) why += "accuracy " + std::to_string(r.final.accuracy) + "; ";
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::vector<nlohmann::json> phases;
+      nlohmann::json summary;
+      {
+        std::ifstream in(o.trainer.logPath);
+        for (std::string line; std::getline(in, line);) {
+          const nlohmann::json j = nlohmann::json::parse(line);
+          if (j.at("event") == "decision" || j.at("event") == "speculation_skipped") phases.push_back(j);
+          if (j.at("event") == "controller_summary") summary = j;
+        }
+      }
+      if (phases.empty() || phases[0].at("step") != 0) why += "no phase at step 0; ";
+      for (const nlohmann::json& p : phases) {
+        int speculated = 0;
+        for (const nlohmann::json& c : p.at("candidates")) {
+          if (!(c.at("step_s").get<double>() > 0)) why += "a candidate without a step time: " + c.dump() + "; ";
+          speculated += !c.contains("pruned");
+          if (c.contains("pruned") && c.at("pruned") != "not_faster" && c.at("pruned") != "dominated") {
+            why += "unknown pruning reason " + c.dump() + "; ";
+          }
+        }
+        if (p.at("event") == "speculation_skipped" && (speculated != 1 || p.at("choice") != "fp32")) {
+          why += "a skipped phase that is not fp32 alone: " + p.dump() + "; ";
+        }
+      }
+      if (summary.is_null() || summary.at("decisions").get<std::size_t>() + summary.at("skipped_phases").get<std::size_t>() !=
+                                   phases.size()) {
+        why += "the summary does not count the phases; ";
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      removeDir(dir);
+      return why;
+    });
+  }
+
   // fp32 through MPI; an error-feedback format, whose residuals must travel in the checkpoint; and the
   // controller with an error-feedback candidate, which must not clear them when it reloads its state.
   std::vector<std::pair<std::string, std::string>> resumeCases = {{"mpi", "fp32"}};
@@ -275,6 +331,7 @@ int main(int argc, char** argv) {
         o.specEvals = 1;
         o.phaseSteps = 20;  // the checkpoint of step 14 falls inside a continuation, with residuals
         o.maxOverhead = 1;  // phase lengths must not follow measured time either
+        o.prune = false;    // nor whether a phase speculates
         o.validationImages = 64;
       }
       const RunResult uninterrupted = runTraining(o, MPI_COMM_WORLD);

@@ -131,7 +131,9 @@ def plot_controller(plt, name, evals, decisions, title, output):
         r, c = divmod(k, per_row)
         branches = fig.add_subplot(grid[1 + r, 2 * c])
         predictions = fig.add_subplot(grid[1 + r, 2 * c + 1])
-        cands = d["candidates"]
+        # Pruned candidates (never speculated: docs/trainer.md, "Pruning") have no branch to draw.
+        cands = [c for c in d["candidates"] if "pruned" not in c]
+        pruned = [f"{c['name']} ({c['pruned'].replace('_', ' ')})" for c in d["candidates"] if "pruned" in c]
         # Branches share their start and often their values: a small sideways shift per candidate keeps
         # every curve visible without misplacing it (at most ±5% of the branch length).
         width = 0.1 * (cands[0]["curve"][-1][0] - d["step"]) / max(1, len(cands) - 1)
@@ -142,7 +144,8 @@ def plot_controller(plt, name, evals, decisions, title, output):
             branches.plot(steps, [p[1] for p in cand["curve"]], "-", marker=palette.marker(cand["name"]),
                           color=palette.colour(cand["name"]), lw=2.2 if chosen else 1.2, ms=6 if chosen else 4,
                           label=cand["name"], zorder=3 if chosen else 2)
-        branches.set_title(f"decision {d['phase']} at step {d['step']}: branches", fontsize=10)
+        branches.set_title(f"decision {d['phase']} at step {d['step']}: branches" +
+                           (f"\npruned: {', '.join(pruned)}" if pruned else ""), fontsize=10)
         branches.set_xlabel("steps into the phase")
         branches.set_ylabel("validation accuracy")
         branches.grid(alpha=0.3)
