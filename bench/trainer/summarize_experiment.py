@@ -29,7 +29,7 @@ def read_log(path):
             rec = json.loads(line)
             if rec.get("event") == "eval":
                 evals.append(rec)
-            elif rec.get("event") == "decision":
+            elif rec.get("event") in ("decision", "speculation_skipped"):  # skipped: pruning left fp32 alone
                 decisions.append(rec)
             elif rec.get("event") == "controller_summary":
                 summary = rec
@@ -60,7 +60,8 @@ def main():
         r["acc"].append(last["test_accuracy"])
         r["wall"].append(last["wall_s"])
         r["ratio"].append(last["bytes_sent"] / last["bytes_fp32"] if last["bytes_fp32"] else 1.0)
-        r["choices"] += [d["choice"] for d in decisions]
+        r["choices"] += [d["choice"] + (" (skipped)" if d["event"] == "speculation_skipped" else "")
+                         for d in decisions]
         r["runs"].append(evals)
         if summary:
             r["overhead"].append(summary["overhead_fraction"])

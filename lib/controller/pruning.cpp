@@ -39,6 +39,13 @@ bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, s
     anyRun |= run;
   }
   if (!anyRun) return false;
+  // Plan as if c's branch ran next: its own branch (speculativeSteps of its step time) is then not
+  // abandoned speculation when it is chosen, and is when another one is. Without this a candidate met
+  // only by its probe would be planned a longer continuation than the branches already run, and its
+  // ceiling (rate at its horizon) would be too low.
+  const double ownBranch = static_cast<double>(config.speculativeSteps) * phase.observations[c].secondsPerStep;
+  sofar.speculationSeconds += std::max(0.0, ownBranch - sofar.branchSeconds[c]);
+  sofar.branchSeconds[c] = std::max(sofar.branchSeconds[c], ownBranch);
   const PhasePlan plan = planPhase(config, sofar);
   double startAccuracy = 0;
   double bestLower = 0;  // rates below 0 gain nothing: they prune nothing

@@ -221,6 +221,32 @@ int main(void) {
     CHECK_ERROR(AdaPrec_ControllerDecide(q, &d), ADAPREC_ERR_INVALID_ARGUMENT, "candidate fp32 has 0 point(s)");
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK && AdaPrec_ControllerFree(q) == ADAPREC_OK);
   }
+  /* Continuations sized by the abandoned speculation (max overhead 0.25) on a long run: table4, 5 %
+   * slower than table2 and learning alike, must not be dominated by table2's branch. Planned as if
+   * only its probe were its own, table4 would get a continuation of table2's whole branch and a
+   * horizon 2.5x table2's, and its ceiling would fall below table2's lower bound. */
+  {
+    const char *three[3] = {"fp32", "table4", "table2"};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.continuationSteps = 10;
+    o.totalSteps = 100000;
+    o.validationImages = 1000;
+    AdaPrec_Controller p = NULL;
+    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.2) == ADAPREC_ERR_INVALID_ARGUMENT); /* no phase yet */
+    CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.2) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "table4", 0.088) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "table2", 0.084) == ADAPREC_OK);
+    int yes = -1;
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes) == ADAPREC_OK && yes == 1);
+    for (int s = 0; s <= 20; s += 10) {
+      CHECK(AdaPrec_ControllerReportPoint(p, "table2", (uint64_t)s, curve(0.05, 0.8, 8, s), s ? 0.084 : 0) == ADAPREC_OK);
+    }
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "table4", &yes) == ADAPREC_OK && yes == 1);
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+  }
 
   if (failures == 0) printf("controller C API: all checks passed\n");
   return failures == 0 ? 0 : 1;
