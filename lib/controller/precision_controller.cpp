@@ -235,8 +235,8 @@ void PrecisionController::finish(SpeculativeTrainer& trainer) {
                    {"wall_s", wall},
                    {"overhead_fraction", overheadSeconds_ / std::max(1e-9, wall)}};
   char line[160];
-  std::snprintf(line, sizeof line, "\ncontroller: %zu decisions, overhead %.1f s of %.1f s (%.1f%%)\n", decisions_,
-                overheadSeconds_, wall, 100.0 * overheadSeconds_ / std::max(1e-9, wall));
+  std::snprintf(line, sizeof line, "\ncontroller: %zu decisions, %zu phases skipped, overhead %.1f s of %.1f s (%.1f%%)\n",
+                decisions_, skippedPhases_, overheadSeconds_, wall, 100.0 * overheadSeconds_ / std::max(1e-9, wall));
   trainer.record(j.dump(), line);
 }
 
