@@ -98,13 +98,18 @@ def main():
     accuracy = evaluate()
     if rank == 0:
         for r in driver.records:
-            print(json.dumps({"step": r["step"], "choice": r["choice"],
-                              "predicted": {c["name"]: round(c["predicted_mean"], 4) for c in r["candidates"]},
-                              "continuation_steps": r["continuation_steps"]}))
+            # A pruned candidate has no prediction, only why it was not speculated ("not_faster",
+            # "dominated"); a phase where pruning left only fp32 is a "speculation_skipped" record.
+            print(json.dumps({"step": r["step"], "choice": r["choice"], "event": r.get("event", "decision"),
+                              "predicted": {c["name"]: round(c["predicted_mean"], 4) if "predicted_mean" in c
+                                            else "pruned: " + c.get("pruned", "phase skipped")
+                                            for c in r["candidates"]},
+                              "continuation_steps": r.get("continuation_steps")}))
         parameters = sum(p.numel() for p in net.parameters())
         print(json.dumps({
             "ranks": size, "data": data_name, "parameters": parameters, "steps": args.steps,
-            "decisions": len(driver.records), "final_format": driver.current,
+            "phases": len(driver.records), "decisions": sum("event" not in r for r in driver.records),
+            "final_format": driver.current,
             "validation_accuracy": round(accuracy, 4),
             "snapshot_ms": round(1e3 * driver.snapshot_seconds / max(driver.snapshots, 1), 3),
             "restore_ms": round(1e3 * driver.restore_seconds / max(driver.restores, 1), 3),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The examples run as documented (short): examples/ddp_train.py with the AdaPrec hook,
-# examples/ddp_adaptive.py (adaptive precision: two decisions in 30 steps) and
+# examples/ddp_adaptive.py (adaptive precision: two phases in 30 steps) and
 # examples/mpi4py_trainer.py unchanged under LD_PRELOAD, where the stats line must show its gradient
 # sums compressed. Skipped (77) without python3-mpi4py / python3-torch.
 # Usage: examples_check.sh MPIRUN PRELOAD_LIB [MPIRUN ARGS...]
@@ -28,7 +28,10 @@ grep -Eq 'intercepted=40 passed_through=0 .*compression=(3\.9|4\.0)' <<<"$out" |
 out="$("$mpirun" "$@" -np 2 /usr/bin/python3 "$root/examples/ddp_adaptive.py" --steps 30 --hidden 64 \
   --spec-steps 4 --phase-steps 10 --max-overhead 1 --candidates fp32,fp8s,table2+ef 2>&1)" ||
   fail "ddp_adaptive.py: $out"
-echo "$out" | grep '"decisions"'
-grep -q '"decisions": 2,' <<<"$out" || fail "ddp_adaptive.py did not decide twice in 30 steps: $out"
+echo "$out" | grep '"phases"'
+# Two phases in 30 steps; whether each decides or is skipped depends on the measured step times
+# (pruning), so the check is on the phases, and every record must have printed.
+grep -q '"phases": 2,' <<<"$out" || fail "ddp_adaptive.py did not run two phases in 30 steps: $out"
+[ "$(grep -c '"continuation_steps"' <<<"$out")" = 2 ] || fail "ddp_adaptive.py did not print both phases: $out"
 
 echo "examples: ok"
