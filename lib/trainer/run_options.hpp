@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/phase_plan.hpp"
 #include "trainer.hpp"
 
 namespace CLI {
@@ -23,24 +24,36 @@ struct RunOptions {
   std::size_t trainLimit = 0;     // use the first N training images (0: all)
   std::size_t testLimit = 0;
   std::string format = "fp32";    // spec, or per layer: "fc1=table4,fp16" (unnamed = the rest)
-  std::string candidates = "fp32,fp16,fp8s,table4,table2,fastest";
+  std::string candidates = defaultCandidates();
   // Not "auto": the engine's auto rule sends fp32 where compressing does not pay and in its trial
   // calls (docs/algorithms.md), which would silently erase the precision under study. twoshot is what auto picks for p <= 8 across nodes.
   std::string algo = "twoshot";
   std::string reducer = "auto";   // auto | mpi | adaprec
   std::string bucketing = "fused";
-  // --format adaptive (the precision controller, lib/controller)
-  std::uint64_t specSteps = 30;       // steps per speculative branch
-  int specEvals = 3;                  // validation evaluations per branch
-  std::uint64_t specStart = 0;        // steps in fp32 before the first speculative phase
-  std::uint64_t phaseSteps = 300;     // continuation steps after each decision
-  double maxOverhead = 0.25;          // bound on abandoned speculation per phase (lengthens phases)
-  std::size_t validationImages = 1000;
-  std::size_t holdout = 2000;         // training images held out as the validation set (adaptive only)
-  std::string rule = "gain";          // gain | risk
-  bool prune = true;                  // pruning by step time (lib/controller/pruning.hpp)
-  double minSpeedup = 0.10;           // a candidate's step must be this much faster than fp32's
-  std::uint64_t probeSteps = 3;       // steps that measure a candidate's step time
+  // --format adaptive (the precision controller, lib/controller). The defaults are ControllerConfig's,
+  // declared once there (lib/controller/phase_plan.hpp, where each is explained).
+  std::uint64_t specSteps = controllerDefaults().speculativeSteps;  // steps per speculative branch
+  int specEvals = controllerDefaults().evalPoints;                  // validation evaluations per branch
+  std::uint64_t specStart = controllerDefaults().firstPhaseStep;    // steps in fp32 before the first phase
+  std::uint64_t phaseSteps = controllerDefaults().continuationSteps;  // continuation after each decision
+  double maxOverhead = controllerDefaults().maxOverhead;  // bound on abandoned speculation per phase
+  std::size_t validationImages = controllerDefaults().validationImages;
+  std::size_t holdout = 2000;  // training images held out as the validation set (adaptive only)
+  std::string rule = controllerDefaults().rule == controller::DecisionRule::kGainPerSecond ? "gain" : "risk";
+  bool prune = controllerDefaults().prune;              // pruning by step time (lib/controller/pruning.hpp)
+  double minSpeedup = controllerDefaults().minSpeedup;  // a candidate's step must be this much faster than fp32's
+  std::uint64_t probeSteps = controllerDefaults().probeSteps;  // steps that measure a candidate's step time
+
+  static const controller::ControllerConfig& controllerDefaults() {
+    static const controller::ControllerConfig defaults;
+    return defaults;
+  }
+  // "--candidates"'s default: ControllerConfig's candidates, comma-separated.
+  static std::string defaultCandidates() {
+    std::string joined;
+    for (const std::string& name : controllerDefaults().candidates) joined += (joined.empty() ? "" : ",") + name;
+    return joined;
+  }
 };
 
 // Whether this build has the precision controller (needs the predictor and the communicator).
