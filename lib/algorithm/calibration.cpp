@@ -27,9 +27,11 @@ constexpr std::size_t kLinkBytesNetwork = std::size_t{4} << 20;
 constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
 // The native curve's probe sizes (fp32 bytes). On one node the model compares with native only up to
 // the largest probe (chooseAlgorithm); between nodes they are extrapolated along their slope above
-// 4 MiB. Wherever the model proposes an engine algorithm the trial measures native anyway.
-constexpr std::size_t kNativeNetwork[] = {std::size_t{1} << 20, std::size_t{4} << 20};
-constexpr std::size_t kNativeShared[] = {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20};
+// the largest, which is 16 MiB there too: extrapolated from 1 and 4 MiB, a 64 MiB prediction is
+// 21 t(4) - 20 t(1) and carried 21x the noise of one 4 MiB call (on 2 emulated nodes x 2 ranks at
+// 1 Gbit/s it predicted 178-1233 ms for calls that took 670-790 ms); from 4 and 16 MiB, 5x.
+// Wherever the model proposes an engine algorithm the trial measures native anyway.
+constexpr std::size_t kNativeProbeBytes[] = {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20};
 constexpr int kNativeReps = 2;
 // The codec at 8 MiB of fp32, past the caches: the model decides for calls whose chunks stream from
 // memory (the large sizes where compressing pays). At 2^18
@@ -37,6 +39,7 @@ constexpr int kNativeReps = 2;
 // allreduces at 64 MiB by 60-86 % (4 ranks on 2 cores: every rank encodes at once from memory).
 constexpr std::size_t kCodecCount = std::size_t{1} << 21;
 constexpr double kCodecProbeSeconds = 0.02;
+constexpr int kCodecWindows = 3;
 
 double seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -74,20 +77,31 @@ LinkCost pingPong(Transport& transport, int peer, std::size_t largeBytes) {
   return {small, static_cast<double>(largeBytes) / std::max(large - small, 1e-9)};
 }
 
-// Every rank sends `bytes` to next[r] while receiving from previous[r], all at once.
+// Every rank sends `bytes` to next[r] while receiving from previous[r], all at once, as messages of at
+// most `pieceBytes` (0: one message): the pieces the algorithms send over that link
+// (AlgorithmContext::messageBytes), so the probe meets the protocol they meet. Between nodes one 4 MiB
+// message goes by Open MPI's rendezvous, whose handshake queues behind the peer's own bulk in the
+// opposite direction: on 2 emulated nodes x 2 ranks at 1 Gbit/s that probe measured anything from
+// 0.031 to 0.060 GB/s per rank from run to run where the algorithms' eager pieces steadily got 0.058.
 double loadedBytesPerSecond(Transport& transport, const std::vector<int>& next, const std::vector<int>& previous,
-                            std::size_t bytes, double alphaSeconds) {
+                            std::size_t bytes, std::size_t pieceBytes, double alphaSeconds) {
   const int me = transport.rank();
+  const std::size_t piece = pieceBytes == 0 ? bytes : pieceBytes;
   std::vector<std::byte> out(bytes, std::byte{1});
   std::vector<std::byte> in(bytes);
   std::vector<double> times;
+  std::vector<RequestPtr> requests;
   for (int rep = 0; rep <= kLargeReps; ++rep) {
     transport.barrier();
     const auto start = Clock::now();
-    RequestPtr receive = transport.irecv(previous[static_cast<std::size_t>(me)], in.data(), bytes, kTagCalibration);
-    RequestPtr send = transport.isend(next[static_cast<std::size_t>(me)], out.data(), bytes, kTagCalibration);
-    send->wait();
-    receive->wait();
+    for (std::size_t offset = 0; offset < bytes; offset += piece)
+      requests.push_back(transport.irecv(previous[static_cast<std::size_t>(me)], in.data() + offset,
+                                         std::min(piece, bytes - offset), kTagCalibration));
+    for (std::size_t offset = 0; offset < bytes; offset += piece)
+      requests.push_back(transport.isend(next[static_cast<std::size_t>(me)], out.data() + offset,
+                                         std::min(piece, bytes - offset), kTagCalibration));
+    for (RequestPtr& request : requests) request->wait();
+    requests.clear();
     if (rep > 0) times.push_back(seconds(start));
   }
   return static_cast<double>(bytes) / std::max(median(times) - alphaSeconds, 1e-9);
@@ -108,19 +122,26 @@ std::vector<float> gradientLike(std::size_t count, int rank) {
 // that long spans the scheduler's time slices, so where ranks outnumber cores (or share memory
 // bandwidth) the probe sees the share each rank gets inside an allreduce; a window of a few calls
 // did not (on 4 ranks over 2 cores it measured 4x the speed the codec had in 64 MiB allreduces).
-// Bounded by time, not by speed: a slow (sanitized) build probes no longer than a fast one.
+// The median of kCodecWindows such windows: one window can still lose most of itself to a rank
+// descheduled for longer than a slice (on 2 emulated nodes x 2 ranks one fp8s decode window measured
+// 0.43 GB/s where the others measured 6.3-7.4, and the agreed max put every fp8s prediction +40-60 %
+// off). Bounded by time, not by speed: a slow (sanitized) build probes no longer than a fast one.
 template <class F>
 double windowSecondsPerElement(F&& f) {
   f();
-  const auto start = Clock::now();
-  std::size_t calls = 0;
-  double elapsed = 0;
-  do {
-    f();
-    ++calls;
-    elapsed = seconds(start);
-  } while (elapsed < kCodecProbeSeconds);
-  return elapsed / static_cast<double>(calls * kCodecCount);
+  std::vector<double> windows;
+  for (int window = 0; window < kCodecWindows; ++window) {
+    const auto start = Clock::now();
+    std::size_t calls = 0;
+    double elapsed = 0;
+    do {
+      f();
+      ++calls;
+      elapsed = seconds(start);
+    } while (elapsed < kCodecProbeSeconds);
+    windows.push_back(elapsed / static_cast<double>(calls * kCodecCount));
+  }
+  return median(std::move(windows));
 }
 
 // Time-like encodings for the max-reduction: a non-negative double's bits order as its value.
@@ -200,16 +221,17 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
   }
   c.loaded.alphaSeconds = c.inter.alphaSeconds;
   c.loaded.bytesPerSecond =
-      p > 1 ? loadedBytesPerSecond(transport, next, previous, linkBytes, c.inter.alphaSeconds) : 0.0;
+      p > 1 ? loadedBytesPerSecond(transport, next, previous, linkBytes, nodes > 1 ? kInterNodeMessageBytes : 0,
+                                   c.inter.alphaSeconds)
+            : 0.0;
   // Non-participants of the ping-pongs report 0; the agreement's max brings rank 0's values.
   (void)me;
 
-  // The transport's own fp32 allreduce at the probe sizes (each rank's median; agreed as the max).
-  const std::span<const std::size_t> sizes =
-      nodes > 1 ? std::span<const std::size_t>(kNativeNetwork) : std::span<const std::size_t>(kNativeShared);
+  // The transport's own fp32 allreduce at the probe sizes (each rank's fastest; agreed as the max).
+  const std::span<const std::size_t> sizes(kNativeProbeBytes);
   std::vector<float> buffer = gradientLike(sizes.back() / sizeof(float), me);
-  // One warm-up before the smallest size only, then kNativeReps timed calls per size (of the larger
-  // two, the median; the native calls are most of the probe's time between nodes).
+  // One warm-up before the smallest size only, then kNativeReps timed calls per size, the faster kept:
+  // a disturbed call only ever adds time (the native calls are most of the probe's time between nodes).
   for (std::size_t bytes : sizes) {
     std::vector<double> times;
     const int warm = bytes == sizes.front() ? 1 : 0;
@@ -220,7 +242,7 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
       if (rep >= warm) times.push_back(seconds(start));
       std::fill_n(buffer.begin(), bytes / sizeof(float), 1e-3f);  // keep sums finite
     }
-    c.native.emplace_back(static_cast<double>(bytes), median(times));
+    c.native.emplace_back(static_cast<double>(bytes), *std::min_element(times.begin(), times.end()));
   }
   transport.barrier();  // the codec runs on every rank at once, as inside an allreduce
   c.codec[Format::kFp32] = measureCodec(Format::kFp32);

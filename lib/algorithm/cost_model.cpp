@@ -15,6 +15,9 @@ namespace adaprec::detail {
 namespace {
 
 constexpr std::string_view kMagic = "adaprec-calibration 1";
+// Native allreduces from this size on are bandwidth-bound (their time ~ bytes / rate): the probes'
+// 4 and 16 MiB (calibration.cpp); 1 MiB still runs the latency-bound algorithms of MPI libraries.
+constexpr double kNativeBandwidthBoundBytes = 4.0 * (1 << 20);
 
 const CodecCost& codecOf(const Calibration& calibration, Format format) {
   auto it = calibration.codec.find(format);
@@ -41,8 +44,11 @@ double nativeLatencySeconds(const Calibration& calibration) {
 
 // The measured native curve at `bytes`: linear between probe sizes; below the smallest probe, linear
 // from the latency at 0 bytes to that probe (the smallest probe's time for every smaller size
-// over-predicted a 4-byte call 10,000-fold); along the last two points' slope above the largest
-// (proportional to the size when that slope is not positive: noise).
+// over-predicted a 4-byte call 10,000-fold). Above the largest, on from it at the lower of the last
+// two points' slope and the best average rate of the bandwidth-bound probes (from
+// kNativeBandwidthBoundBytes): noise only ever adds time, and the slope of two noisy points carries
+// it several-fold (on 2 emulated nodes x 2 ranks at 1 Gbit/s, 16 MiB probes of 180-265 ms for calls
+// that all took about 11 ms per MiB at 64 MiB). Proportional to the size when neither is positive.
 double nativeSeconds(const Calibration& calibration, double bytes) {
   const auto& points = calibration.native;
   ADAPREC_CHECK(!points.empty(), ErrorCode::kInternal, "the cost model has no native measurement");
@@ -62,6 +68,8 @@ double nativeSeconds(const Calibration& calibration, double bytes) {
     const auto& [b0, t0] = points[points.size() - 2];
     if (t1 > t0) slope = (t1 - t0) / (b1 - b0);
   }
+  for (const auto& [b, t] : points)
+    if (b >= kNativeBandwidthBoundBytes && t > 0) slope = std::min(slope, t / b);
   return t1 + (bytes - b1) * slope;
 }
 

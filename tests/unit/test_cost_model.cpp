@@ -66,6 +66,27 @@ TEST_CASE("below its smallest probe the native curve falls to the latency", "[co
   CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, 1) <= 50e-6);
 }
 
+TEST_CASE("above its largest probe the native curve goes on at its best bandwidth-bound rate", "[cost_model]") {
+  Calibration c = synthetic(2, 2, 62.5e6, 0.2e-9);
+  const double mib = 1048576.0;
+  // Clean probes (latency + bytes / rate): the extrapolation is the line itself.
+  c.native = {{1 * mib, 2e-3 + 1 * 10e-3}, {4 * mib, 2e-3 + 4 * 10e-3}, {16 * mib, 2e-3 + 16 * 10e-3}};
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, std::size_t{16} << 20) == Approx(2e-3 + 64 * 10e-3));
+  // Measured on 2 emulated nodes x 2 ranks at 1 Gbit/s: a slow 16 MiB probe (16.2 ms per MiB) where
+  // 4 MiB ran at 10.4 ms per MiB and the 64 MiB calls took 690-800 ms. Along the last slope (18.6
+  // ms per MiB) 64 MiB was predicted at 1158 ms; at the best rate of the 4 and 16 MiB probes, 763 ms.
+  c.native = {{1 * mib, 8.67e-3}, {4 * mib, 41.5e-3}, {16 * mib, 265e-3}};
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, std::size_t{16} << 20) ==
+        Approx(265e-3 + 48 * 41.5e-3 / 4));
+  // 1 MiB is latency-bound territory (other algorithms inside MPI): its rate does not count.
+  c.native.front().second = 4e-3;
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, std::size_t{16} << 20) ==
+        Approx(265e-3 + 48 * 41.5e-3 / 4));
+  // Between the probes nothing changed: linear.
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, std::size_t{10} << 18) ==
+        Approx(41.5e-3 + (265e-3 - 41.5e-3) * 6 / 12));
+}
+
 TEST_CASE("on a fast link with a slow codec auto stays native", "[cost_model]") {
   const Calibration c = synthetic(4, 1, 100e9, 5e-9);
   for (Format format : {Format::kFp32, Format::kBf16, Format::kFp8, Format::kTable4})
