@@ -227,8 +227,7 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
   return choice;
 }
 
-Algorithm hierarchicalInnerAlgorithm(Format format, int nodes) {
-  if (format == Format::kFp32) return Algorithm::kNative;
+Algorithm hierarchicalInnerAlgorithm(int nodes) {
   return nodes <= kTwoShotMaxRanks ? Algorithm::kTwoShot : Algorithm::kRabenseifner;
 }
 
@@ -261,7 +260,7 @@ int quantizationsPerValue(Algorithm algorithm, Format wire, int ranks, int nodes
     case Algorithm::kRecursiveDoubling: return log2q + (prePostStep ? 2 : 0);
     // fp32 inside a node; only each share's inner allreduce among the nodes quantizes.
     case Algorithm::kHierarchical:
-      return quantizationsPerValue(hierarchicalInnerAlgorithm(wire, nodes), wire, nodes, nodes);
+      return quantizationsPerValue(hierarchicalInnerAlgorithm(nodes), wire, nodes, nodes);
     case Algorithm::kAuto: break;
   }
   ADAPREC_FAIL(ErrorCode::kInvalidArgument,

@@ -158,8 +158,11 @@ struct AutoChoice {
 AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
                            int maxQuantizations);
 // What hierarchical's share owners run (the inner allreduce among the ranks with the same local rank) among `nodes`
-// ranks: twoshot up to kTwoShotMaxRanks nodes (2 quantizations), else rabenseifner; native for fp32.
-Algorithm hierarchicalInnerAlgorithm(Format format, int nodes);
+// ranks: twoshot up to kTwoShotMaxRanks nodes (2 quantizations), else rabenseifner, for fp32 too: the
+// engine's eager messages got the loaded link's rate where MPI_Allreduce between the two ranks of 2
+// emulated nodes x 2 at 1 Gbit/s did not (hierarchical fp32 at 64 MiB: 605-617 ms against 787-849 ms
+// with a native inner step, and against MPI_Allreduce's 660-793 ms; docs/benchmarks.md section 0a).
+Algorithm hierarchicalInnerAlgorithm(int nodes);
 inline constexpr int kTwoShotMaxRanks = 8;
 // Below this many fp32 bytes auto sends native without consulting the model: latency and the codec's
 // fixed costs dominate, compression cannot pay, and MPI's small-message algorithms beat ours; also

@@ -110,8 +110,7 @@ std::vector<std::string_view> words(std::string_view line) {
 }  // namespace
 
 // Flat algorithms pay the inter-node latency (intra on one node) per step and the loaded bandwidth per
-// byte. hierarchical is modelled as the shape of its rewrite (branch wip/hier), not the leader gather
-// it replaces: with L ranks on each of N nodes, (1) an fp32 reduce-scatter inside the node over shared
+// byte. hierarchical is modelled as the code runs it: with L ranks on each of N nodes, (1) an fp32 reduce-scatter inside the node over shared
 // memory, each rank ending with a 1/L share (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L fp32 adds);
 // (2) on every rank at once, the inner algorithm (hierarchicalInnerAlgorithm) on its share among the
 // N ranks with its local rank, over the loaded inter-node link; (3) an fp32 allgather inside the node
@@ -147,11 +146,9 @@ double predictSeconds(const Calibration& calibration, Algorithm algorithm, Forma
   const double intraPhase = linkSeconds(node, calibration.intra.alphaSeconds, calibration.intra.bytesPerSecond);
   const double adds = (l - 1) * static_cast<double>(share) * fp32.decodeAdd;
   const double copies = (l - 1) * static_cast<double>(share) * fp32.decode;
-  const Algorithm inner = hierarchicalInnerAlgorithm(format, t.nodes);
-  const Format innerFormat = inner == Algorithm::kNative ? Format::kFp32 : format;
-  const AlgorithmWork w = algorithmWork(inner, innerFormat, share, t.nodes);
+  const AlgorithmWork w = algorithmWork(hierarchicalInnerAlgorithm(t.nodes), format, share, t.nodes);
   const double innerSeconds = linkSeconds(w, calibration.inter.alphaSeconds, calibration.loaded.bytesPerSecond) +
-                              codecSeconds(w, codecOf(calibration, innerFormat));
+                              codecSeconds(w, codecOf(calibration, format));
   return 2 * intraPhase + adds + copies + innerSeconds;
 }
 

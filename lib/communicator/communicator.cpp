@@ -473,7 +473,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   if (impl_->nodes > 1) ctx.messageBytes = detail::kInterNodeMessageBytes;
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
-    ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(format, impl_->nodes);
+    ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(impl_->nodes);
   }
   detail::runAlgorithm(algorithm, ctx, recv, count);
 

@@ -51,7 +51,7 @@ struct DocsQ {
   std::function<int(int p, int nodes, Format wire)> value;
 };
 
-int twoshotOrRabenseifner(int n) {  // hierarchical's inner algorithm for a lossy format over n nodes
+int twoshotOrRabenseifner(int n) {  // hierarchical's inner algorithm over n nodes
   if (n <= 1) return 0;
   return n <= 8 ? 2 : log2Floor(n) + 1 + ((1 << log2Floor(n)) != n ? 1 : 0);
 }
@@ -63,8 +63,8 @@ const DocsQ kDocsQ[] = {
      [](int p, int, Format) { return log2Floor(p) + 1 + ((1 << log2Floor(p)) != p ? 1 : 0); }},
     {Algorithm::kRecursiveDoubling, "log2 q (+2 if p ≠ q)",
      [](int p, int, Format) { return log2Floor(p) + ((1 << log2Floor(p)) != p ? 2 : 0); }},
-    {Algorithm::kHierarchical, "inner with N ranks (twoshot: 2, N = 1: 0; fp32: native, 0)",
-     [](int, int n, Format wire) { return wire == Format::kFp32 ? 0 : twoshotOrRabenseifner(n); }},
+    {Algorithm::kHierarchical, "inner with N ranks (twoshot: 2, N = 1: 0)",
+     [](int, int n, Format) { return twoshotOrRabenseifner(n); }},
     {Algorithm::kNative, "fp32: 0; bf16/fp16: ≤ p", [](int p, int, Format wire) { return wire == Format::kFp32 ? 0 : p; }},
 };
 
