@@ -11,6 +11,14 @@
 // log predictive density of y (a future observation with the curve's sample count). --timing: fit +
 // predict of 5 curves x 30 points with the schedule on one core (the first 5 curves with >= 30 points
 // at common steps, cut to 30), median of 21 runs.
+//
+// --recalibrate: also "fast-recal", the schedule-aware fast model with its predictive CDF mapped
+// through a Beta(a, b) fitted to PITs of finished annealed runs (Predictive::recalibrated; the quantile
+// recalibration learnPriorFromRuns learns for the model without a schedule, docs/predictor.md). Without
+// --recalibration-corpus each curve's map is fitted to the PITs of every *other* curve at the same
+// cut-off (leave one out); with it, one map per cut-off from the corpus CSVs' curves, applied to every
+// curve evaluated (a held-out set against maps from the tuning set). With --mcmc also "mcmc-recal":
+// the MCMC reference recalibrated the same way from its own PITs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -26,6 +34,7 @@
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
 #include "baselines.hpp"
+#include "model.hpp"
 
 namespace ap = adaprec::predictor;
 
@@ -92,6 +101,41 @@ struct Score {
   bool hasDensity = true;
 };
 
+ap::ModelOptions scheduledModel(const Row& row, double annealingSd, double momentum, int nodes) {
+  ap::ModelOptions scheduled;
+  scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(row.spec));
+  scheduled.annealingHeadroomSd = annealingSd;
+  scheduled.annealingMomentum = momentum;
+  scheduled.annealingNodes = nodes;
+  return scheduled;
+}
+
+// The PIT F(y) of each row's last value under the schedule-aware fast model (mcmc: its MCMC reference)
+// from the points up to fraction f of its last step (NaN: fewer than 3 points, not evaluated).
+std::vector<double> pits(const std::vector<Row>& rows, double f, double annealingSd, double momentum, int nodes,
+                         bool mcmc) {
+  std::vector<double> out;
+  for (const Row& row : rows) {
+    const ap::Curve observed = cut(row.curve, f);
+    if (observed.steps.size() < 3) {
+      out.push_back(std::nan(""));
+      continue;
+    }
+    const ap::ModelOptions model = scheduledModel(row, annealingSd, momentum, nodes);
+    const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model) : ap::fitFast({observed}, model);
+    out.push_back(posterior.predictive(0, row.curve.steps.back()).cdf(row.curve.values.back()));
+  }
+  return out;
+}
+
+// Beta(a, b) fitted to the finite PITs, leaving out index `skip` (none: rows' size).
+std::array<double, 2> mapFrom(const std::vector<double>& values, std::size_t skip) {
+  std::vector<double> kept;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (i != skip && std::isfinite(values[i])) kept.push_back(std::clamp(values[i], 1e-6, 1 - 1e-6));
+  return adaprec::predictor::detail::fitBeta(kept);
+}
+
 double gaussianLogDensity(double y, double mean, double sd) {
   const double z = (y - mean) / sd;
   return -0.5 * z * z - std::log(sd) - 0.9189385332046727;
@@ -102,7 +146,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Schedule-aware predictor on real annealed curves"};
   std::vector<std::string> inputs;
   std::vector<double> cutoffs = {0.2, 0.4};
-  bool mcmc = false, timing = false;
+  bool mcmc = false, timing = false, recalibrate = false;
+  std::vector<std::string> corpus;
   ap::ModelOptions defaults;
   double annealingSd = defaults.annealingHeadroomSd, momentum = defaults.annealingMomentum;
   int nodes = defaults.annealingNodes;
@@ -110,6 +155,10 @@ int main(int argc, char** argv) {
   app.add_option("--cutoffs", cutoffs, "fractions of each curve's last step")->delimiter(',');
   app.add_flag("--mcmc", mcmc, "also the MCMC reference with the schedule (slow)");
   app.add_flag("--timing", timing, "time fit + predict of 5 curves x 30 points with the schedule");
+  app.add_flag("--recalibrate", recalibrate,
+               "also fast-recal: the fast model's CDF through a Beta map fitted to other curves' PITs");
+  app.add_option("--recalibration-corpus", corpus,
+                 "CSVs whose curves' PITs fit one map per cut-off (default: every other curve evaluated)");
   app.add_option("--annealing-sd", annealingSd, "ModelOptions::annealingHeadroomSd (tuning only)");
   app.add_option("--momentum", momentum, "ModelOptions::annealingMomentum (tuning only)");
   app.add_option("--annealing-nodes", nodes, "ModelOptions::annealingNodes (tuning only)");
@@ -118,11 +167,30 @@ int main(int argc, char** argv) {
     const std::vector<Row> rows = readCurves(inputs);
     std::vector<std::string> methods = {"last", "pow3", "fast-noschedule", "fast"};
     if (mcmc) methods.push_back("mcmc");
+    if (!corpus.empty()) recalibrate = true;
+    if (recalibrate) methods.push_back("fast-recal");
+    if (recalibrate && mcmc) methods.push_back("mcmc-recal");
+    const std::vector<Row> corpusRows = corpus.empty() ? std::vector<Row>{} : readCurves(corpus);
     std::printf("%zu curves\n", rows.size());
     std::printf("cutoff,method,curves,mae,coverage90,mean_log_density\n");
     for (double f : cutoffs) {
       std::map<std::string, Score> scores;
-      for (const Row& row : rows) {
+      // The maps: one from the corpus, or one per row from every other row (leave one out).
+      // Index 0: the fast model's; 1: the MCMC reference's.
+      std::vector<double> ownPits[2];
+      std::array<double, 2> corpusMap[2] = {{1, 1}, {1, 1}};
+      for (int m = 0; m < (recalibrate ? (mcmc ? 2 : 1) : 0); ++m) {
+        if (corpus.empty()) {
+          ownPits[m] = pits(rows, f, annealingSd, momentum, nodes, m == 1);
+          continue;
+        }
+        const std::vector<double> corpusPits = pits(corpusRows, f, annealingSd, momentum, nodes, m == 1);
+        corpusMap[m] = mapFrom(corpusPits, corpusPits.size());
+        std::printf("# cut-off %.2f, %s: map Beta(%.3f, %.3f) from %zu corpus curves\n", f, m ? "mcmc" : "fast",
+                    corpusMap[m][0], corpusMap[m][1], corpusRows.size());
+      }
+      for (std::size_t index = 0; index < rows.size(); ++index) {
+        const Row& row = rows[index];
         const ap::Curve observed = cut(row.curve, f);
         if (observed.steps.size() < 3) continue;
         const double step = row.curve.steps.back(), y = row.curve.values.back();
@@ -135,17 +203,18 @@ int main(int argc, char** argv) {
           s.logDensity += gaussianLogDensity(y, point.mean, point.sd);
           s.count += 1;
         }
-        ap::ModelOptions plain, scheduled;
-        scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(row.spec));
-        scheduled.annealingHeadroomSd = annealingSd;
-        scheduled.annealingMomentum = momentum;
-        scheduled.annealingNodes = nodes;
+        const ap::ModelOptions plain, scheduled = scheduledModel(row, annealingSd, momentum, nodes);
         for (const std::string& method : methods) {
           if (method == "last" || method == "pow3") continue;
+          const bool exact = method.rfind("mcmc", 0) == 0;
           const ap::Posterior posterior = method == "fast-noschedule" ? ap::fitFast({observed}, plain)
-                                          : method == "fast"           ? ap::fitFast({observed}, scheduled)
-                                                                       : ap::fitMcmc({observed}, scheduled);
-          const ap::Predictive p = posterior.predictive(0, step);
+                                          : exact                      ? ap::fitMcmc({observed}, scheduled)
+                                                                       : ap::fitFast({observed}, scheduled);
+          ap::Predictive p = posterior.predictive(0, step);
+          if (method.size() > 6 && method.substr(method.size() - 6) == "-recal") {
+            const std::array<double, 2> ab = corpus.empty() ? mapFrom(ownPits[exact], index) : corpusMap[exact];
+            p = p.recalibrated(ab[0], ab[1]);
+          }
           Score& s = scores[method];
           s.absError += std::abs(p.mean() - y);
           s.cover += p.quantile(0.05) <= y && y <= p.quantile(0.95);
@@ -175,11 +244,8 @@ int main(int argc, char** argv) {
         if (five.size() == 5) break;
       }
       ADAPREC_CHECK(five.size() == 5, adaprec::ErrorCode::kInvalidArgument, "--timing: need 5 curves of >= 30 points");
-      ap::ModelOptions plain, scheduled;
-      scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(spec));
-      scheduled.annealingHeadroomSd = annealingSd;
-      scheduled.annealingMomentum = momentum;
-      scheduled.annealingNodes = nodes;
+      const ap::ModelOptions plain;
+      const ap::ModelOptions scheduled = scheduledModel({{}, spec, ""}, annealingSd, momentum, nodes);
       // Interleaved, so that both see the same load.
       std::vector<double> ms[2];
       double sink = 0;
