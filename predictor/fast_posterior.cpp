@@ -19,6 +19,9 @@
 // across-curve mean (without counts, plain column sums scaled per cell); a cell then costs two 2x2
 // solves and C normal CDFs, and the CDFs are skipped when the cell's weight without them (an upper
 // bound) already rules it out. Other layouts take the dense 2C x 2C regression per cell (slower, exact).
+// With a schedule every theta is evaluated once per annealing node c on the observations less c S2;
+// the theta-dependent sums are linear in the observations, so one product per theta with the extra
+// column g S2 (SharedThetaProducts) serves every node: sum w g (y - c S2) = sum w g y - c sum w g S2.
 // The per-curve Gaussian posteriors of every cell that can still matter (log weight within
 // storeMargin() of the heaviest seen so far) are kept (FitPool), so the components need no second pass.
 #include <Eigen/Core>
@@ -108,6 +111,87 @@ using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 // cell (j, k) is the k-th of node j.
 struct NoiseNodes {
   std::vector<double> sd, scale, shared;
+  std::vector<double> logSd;  // log of each sd, once: a cell per (theta, sd, tau, c) needs it
+  void add(double sigma, double binomialScale) {
+    sd.push_back(sigma);
+    logSd.push_back(std::log(sigma));
+    scale.push_back(binomialScale);
+  }
+};
+
+// The theta-dependent products of the symmetric layout: per theta, (noise nodes x steps) x (steps x
+// (2 + C)) for the columns g, g^2, g y_c, and (noise nodes x tau values x steps) x (steps x 3) for g,
+// g^2, g ybar (without counts, plain column sums scaled per node). With `annealingColumn` both get one
+// more column, g S2 (the annealing regressor): the sums are linear in the observations, so products of
+// the unshifted observations serve every annealing node c, sum w g (y - c S2) = sum w g y - c sum w g S2,
+// one product per theta instead of one per node (the base grid's main cost with a schedule).
+class ThetaProducts {
+ public:
+  ThetaProducts(const detail::Data& data, RowMatrix weights, RowMatrix meanWeights, bool equalWeights,
+                bool annealingColumn)
+      : weights_(std::move(weights)), meanWeights_(std::move(meanWeights)), equalWeights_(equalWeights),
+        annealingColumn_(annealingColumn) {
+    const std::size_t curveCount = data.curves.size();
+    const detail::CurveData& first = data.curves.front();
+    const Eigen::Index steps = static_cast<Eigen::Index>(first.x.size());
+    y_.resize(steps, static_cast<Eigen::Index>(curveCount));
+    yBar_.resize(steps);
+    if (annealingColumn_) annealing_.resize(steps);
+    for (Eigen::Index i = 0; i < steps; ++i) {
+      double sum = 0;
+      for (std::size_t c = 0; c < curveCount; ++c) {
+        y_(i, static_cast<Eigen::Index>(c)) = data.curves[c].y[static_cast<std::size_t>(i)];
+        sum += data.curves[c].y[static_cast<std::size_t>(i)];
+      }
+      yBar_[i] = sum / static_cast<double>(curveCount);
+      if (annealingColumn_)
+        annealing_[i] = data.annealing[static_cast<std::size_t>(first.xIndex[static_cast<std::size_t>(i)])];
+    }
+  }
+
+  // The products for the theta whose basis (at the common steps) is g.
+  void prepare(const std::vector<double>& g) {
+    const Eigen::Index steps = yBar_.size();
+    const Eigen::Index curves = y_.cols();
+    const Eigen::Index extra = annealingColumn_ ? 1 : 0;
+    basis_.resize(steps, 2 + curves + extra);
+    meanBasis_.resize(steps, 3 + extra);
+    for (Eigen::Index i = 0; i < steps; ++i) {
+      const double gi = g[static_cast<std::size_t>(i)];
+      basis_(i, 0) = meanBasis_(i, 0) = gi;
+      basis_(i, 1) = meanBasis_(i, 1) = gi * gi;
+      meanBasis_(i, 2) = gi * yBar_[i];
+      for (Eigen::Index c = 0; c < curves; ++c) basis_(i, 2 + c) = gi * y_(i, c);
+      if (annealingColumn_) basis_(i, 2 + curves) = meanBasis_(i, 3) = gi * annealing_[i];
+    }
+    if (equalWeights_) {
+      // Without counts every step of a node has the same weight: scale the plain column sums.
+      const Eigen::RowVectorXd plain = basis_.colwise().sum();
+      const Eigen::RowVectorXd meanPlain = meanBasis_.colwise().sum();
+      sums_.noalias() = weights_.col(0) * plain;
+      meanSums_.noalias() = meanWeights_.col(0) * meanPlain;
+    } else {
+      sums_.noalias() = weights_.lazyProduct(basis_);
+      meanSums_.noalias() = meanWeights_.lazyProduct(meanBasis_);
+    }
+    ready_ = true;
+  }
+  // Shared by several tables (the annealing nodes of the base grid): prepare(g) runs once per theta
+  // before its nodes are evaluated, and invalidate() ends the sharing (the basis vector is reused from
+  // theta to theta, so readiness is this explicit state, not g's address).
+  bool ready() const { return ready_; }
+  void invalidate() { ready_ = false; }
+  // (noise node, column) and (noise node x tau, column), columns as above.
+  const Eigen::MatrixXd& sums() const { return sums_; }
+  const Eigen::MatrixXd& meanSums() const { return meanSums_; }
+
+ private:
+  RowMatrix weights_, meanWeights_;  // (node, step), (node x tau, step)
+  bool equalWeights_, annealingColumn_;
+  Eigen::MatrixXd y_;
+  Eigen::VectorXd yBar_, annealing_;
+  Eigen::MatrixXd basis_, meanBasis_, sums_, meanSums_;
+  bool ready_ = false;
 };
 
 // Symmetric layout (every curve at the same T steps with the same variances): per noise node, the
@@ -168,44 +252,48 @@ class SymmetricTables {
   }
 
   const NoiseNodes& nodes() const { return nodes_; }
+  // Take the theta-dependent sums from `shared` (products of the unshifted observations with the
+  // annealing column) whenever it is ready, shifted by this table's annealing coefficient c.
+  void share(ThetaProducts* shared, double annealingGain) {
+    shared_ = shared;
+    annealingGain_ = annealingGain;
+  }
+  // Products of every annealing node's observations at once (the unshifted `data`), with this table's
+  // noise weights (which do not depend on c).
+  ThetaProducts sharedProducts(const detail::Data& data) const {
+    return ThetaProducts(data, weights_, meanWeights_, equalWeights_, true);
+  }
 
   // Sets every cell's theta-dependent sums (wg, wgg, wyg per curve; mwg, mwgg, mwyg) for the basis g at
   // Data::distinctX (= the common steps); the rest was set once. Cell (j, k) is at j * tau count + k.
   const std::vector<detail::SymmetricSums>& thetaSums(const detail::Data& data, const std::vector<double>& g) {
     const std::size_t curveCount = data.curves.size();
-    const Eigen::Index steps = yBar_.size();
-    basis_.resize(steps, 2 + static_cast<Eigen::Index>(curveCount));
-    meanBasis_.resize(steps, 3);
-    for (Eigen::Index i = 0; i < steps; ++i) {
-      const double gi = g[static_cast<std::size_t>(i)];
-      basis_(i, 0) = meanBasis_(i, 0) = gi;
-      basis_(i, 1) = meanBasis_(i, 1) = gi * gi;
-      meanBasis_(i, 2) = gi * yBar_[i];
-      for (std::size_t c = 0; c < curveCount; ++c) {
-        basis_(i, 2 + static_cast<Eigen::Index>(c)) = gi * data.curves[c].y[static_cast<std::size_t>(i)];
-      }
+    const bool shared = shared_ && shared_->ready();
+    if (!shared) {
+      if (!own_) own_.emplace(data, weights_, meanWeights_, equalWeights_, false);
+      own_->prepare(g);
     }
-    if (equalWeights_) {
-      // Without counts every step of a node has the same weight: scale the plain column sums.
-      const Eigen::RowVectorXd plain = basis_.colwise().sum();
-      const Eigen::RowVector3d meanPlain = meanBasis_.colwise().sum();
-      sums_.noalias() = weights_.col(0) * plain;
-      meanSums_.noalias() = meanWeights_.col(0) * meanPlain;
-    } else {
-      sums_.noalias() = weights_.lazyProduct(basis_);
-      meanSums_.noalias() = meanWeights_.lazyProduct(meanBasis_);
-    }
+    const ThetaProducts& products = shared ? *shared_ : *own_;
+    const Eigen::MatrixXd& p = products.sums();
+    const Eigen::MatrixXd& m = products.meanSums();
+    const Eigen::Index annealingColumn = 2 + static_cast<Eigen::Index>(curveCount);
     const Eigen::Index sharedCount = static_cast<Eigen::Index>(nodes_.shared.size());
-    for (Eigen::Index j = 0; j < sums_.rows(); ++j) {
+    for (Eigen::Index j = 0; j < p.rows(); ++j) {
       for (Eigen::Index k = 0; k < sharedCount; ++k) {
         detail::SymmetricSums& s = base_[static_cast<std::size_t>(j * sharedCount + k)];
-        s.wg = sums_(j, 0);
-        s.wgg = sums_(j, 1);
-        for (std::size_t c = 0; c < curveCount; ++c) s.wyg[c] = sums_(j, 2 + static_cast<Eigen::Index>(c));
         const Eigen::Index row = j * sharedCount + k;
-        s.mwg = meanSums_(row, 0);
-        s.mwgg = meanSums_(row, 1);
-        s.mwyg = meanSums_(row, 2);
+        s.wg = p(j, 0);
+        s.wgg = p(j, 1);
+        s.mwg = m(row, 0);
+        s.mwgg = m(row, 1);
+        if (shared) {
+          for (std::size_t c = 0; c < curveCount; ++c)
+            s.wyg[c] = p(j, 2 + static_cast<Eigen::Index>(c)) - annealingGain_ * p(j, annealingColumn);
+          s.mwyg = m(row, 2) - annealingGain_ * m(row, 3);
+        } else {
+          for (std::size_t c = 0; c < curveCount; ++c) s.wyg[c] = p(j, 2 + static_cast<Eigen::Index>(c));
+          s.mwyg = m(row, 2);
+        }
       }
     }
     return base_;
@@ -217,7 +305,9 @@ class SymmetricTables {
   Eigen::VectorXd yBar_;
   RowMatrix weights_, meanWeights_;  // (node, step), (node x tau, step)
   std::vector<detail::SymmetricSums> base_;
-  Eigen::MatrixXd basis_, meanBasis_, sums_, meanSums_;
+  std::optional<ThetaProducts> own_;  // this table's own products (built at its first theta)
+  ThetaProducts* shared_ = nullptr;
+  double annealingGain_ = 0;
 };
 
 // Evaluates every noise cell of one theta: appends the cells and, for those that can matter, their
@@ -239,7 +329,7 @@ class CellEvaluator {
       if (sums) contrasts = detail::symmetricContrasts((*sums)[j * sharedCount], prior_);
       for (std::size_t k = 0; k < sharedCount; ++k) {
         Cell cell = shape;
-        cell.logSigma = std::log(nodes.sd[j]);
+        cell.logSigma = nodes.logSd[j];
         cell.binomialScale = nodes.scale[j];
         cell.sharedSd = nodes.shared[k];
         // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
@@ -360,8 +450,7 @@ void refine(const Cell& parent, const detail::Data& data, const detail::ShapeDen
   const int n1 = two ? 3 : 1;
   NoiseNodes nodes;
   for (int k = -1; k <= 1; ++k) {
-    nodes.sd.push_back(std::exp(parent.logSigma + k * 2.0 * parent.hs / 3.0));
-    nodes.scale.push_back(parent.binomialScale);
+    nodes.add(std::exp(parent.logSigma + k * 2.0 * parent.hs / 3.0), parent.binomialScale);
   }
   nodes.shared = {parent.sharedSd};
   std::optional<SymmetricTables> tables;
@@ -406,8 +495,7 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
   const double lo = std::log(model.noiseMin), hi = std::log(model.noiseMax);
   for (double scale : data.binomialScales) {
     for (int j = 0; j < sigmaCount; ++j) {
-      nodes.sd.push_back(std::exp(lo + (hi - lo) * (j + 0.5) / sigmaCount));
-      nodes.scale.push_back(scale);
+      nodes.add(std::exp(lo + (hi - lo) * (j + 0.5) / sigmaCount), scale);
     }
   }
   nodes.shared = data.sharedSds;
@@ -424,6 +512,12 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
     shifted.push_back(detail::withoutAnnealing(data, data.annealingGains[a]));
     if (data.symmetric) tables[a].emplace(shifted[a], nodes);
   }
+  // Several nodes: one product per theta for all of them (the noise weights do not depend on c).
+  std::optional<ThetaProducts> products;
+  if (data.symmetric && annealingCount > 1) {
+    products.emplace(tables[0]->sharedProducts(data));
+    for (std::size_t a = 0; a < annealingCount; ++a) tables[a]->share(&*products, data.annealingGains[a]);
+  }
 
   const detail::EvidencePrior prior = detail::evidencePrior(model);
   GainBasis basis(data, model);
@@ -434,6 +528,7 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
   cells.reserve(thetaGrid.size() * cellsPerTheta);
   for (const ThetaNode& node : thetaGrid) {
     const std::vector<double>& g = basis.values(node.family, node.theta);
+    if (products) products->prepare(g);
     for (std::size_t a = 0; a < annealingCount; ++a) {
       const Cell shape{node.family, node.u0, node.u1, 0, 1, 0, a, node.h0, node.h1, noiseHalfWidth,
                        node.logPrior + logNoisePrior + logAnnealingPrior, 0, -1};
@@ -442,6 +537,8 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
     }
   }
 
+  // The basis table's vector is reused for every theta: refined cells compute their own sums.
+  if (products) products->invalidate();
   std::vector<double> weight;
   double total = 0;
   for (int level = 0; level < options.refineLevels; ++level) {

@@ -71,6 +71,30 @@ TEST_CASE("schedule model: a run seen before its annealing is forecast higher an
   CHECK(std::abs(plainIn.mean - annealedIn.mean) < 0.01);
 }
 
+TEST_CASE("schedule model: branches at common steps (the shared products) agree with the dense path") {
+  // Two branches at the same steps and counts take the symmetric path, where every annealing node's
+  // sums come from one product per theta (SharedThetaProducts); a count differing by 0.01 % makes the
+  // layout non-symmetric, so the same fit runs the dense joint regression per annealing node.
+  ap::ModelOptions model;
+  model.lrSchedule = schedule("cosine:400");
+  ap::Curve second = kEarly;
+  for (double& v : second.values) v += 0.02;
+  const ap::Posterior symmetric = ap::fitFast({kEarly, second}, model);
+  REQUIRE(ap::detail::prepareData({kEarly, second}, model).symmetric);
+  second.sampleCounts.back() = 1000.1;
+  REQUIRE_FALSE(ap::detail::prepareData({kEarly, second}, model).symmetric);
+  const ap::Posterior dense = ap::fitFast({kEarly, second}, model);
+  for (std::size_t c = 0; c < 2; ++c) {
+    for (double step : {100.0, 400.0}) {
+      const ap::Prediction a = symmetric.predict(c, step), b = dense.predict(c, step);
+      INFO("curve " << c << " step " << step << ": " << a.mean << " +- " << a.sd << " vs " << b.mean << " +- " << b.sd);
+      CHECK(a.mean == Approx(b.mean).margin(1e-3));
+      CHECK(a.sd == Approx(b.sd).margin(1e-3));
+      CHECK(a.q95 == Approx(b.q95).margin(2e-3));
+    }
+  }
+}
+
 TEST_CASE("schedule model: unsupported combinations and bad options are refused") {
   ap::ModelOptions model;
   model.lrSchedule = schedule("cosine:400");
