@@ -110,8 +110,8 @@ std::vector<std::string_view> words(std::string_view line) {
 }  // namespace
 
 // Flat algorithms pay the inter-node latency (intra on one node) per step and the loaded bandwidth per
-// byte. hierarchical is modelled as the code runs it: with L ranks on each of N nodes, (1) an fp32 reduce-scatter inside the node over shared
-// memory, each rank ending with a 1/L share (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L fp32 adds);
+// byte. hierarchical is modelled as the code runs it: with L ranks on each of N nodes, (1) an fp32
+// reduce-scatter inside the node over shared memory, each rank ending with a 1/L share (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L fp32 adds);
 // (2) on every rank at once, the inner algorithm (hierarchicalInnerAlgorithm) on its share among the
 // N ranks with its local rank, over the loaded inter-node link; (3) an fp32 allgather inside the node
 // (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L copies).
