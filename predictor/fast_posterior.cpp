@@ -21,7 +21,7 @@
 // bound) already rules it out. Other layouts take the dense 2C x 2C regression per cell (slower, exact).
 // With a schedule every theta is evaluated once per annealing node c on the observations less c S2;
 // the theta-dependent sums are linear in the observations, so one product per theta with the extra
-// column g S2 (SharedThetaProducts) serves every node: sum w g (y - c S2) = sum w g y - c sum w g S2.
+// column g S2 (ThetaProducts) serves every node: sum w g (y - c S2) = sum w g y - c sum w g S2.
 // The per-curve Gaussian posteriors of every cell that can still matter (log weight within
 // storeMargin() of the heaviest seen so far) are kept (FitPool), so the components need no second pass.
 #include <Eigen/Core>
