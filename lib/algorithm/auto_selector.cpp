@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -33,6 +34,17 @@ std::string secondsText(double s) {
 }
 
 }  // namespace
+
+std::string calibrationFile(const std::string& path, std::string_view transportKind,
+                            const CalibrationTopology& topology) {
+  std::error_code ignored;
+  if (path.empty() || (path.back() != '/' && !std::filesystem::is_directory(path, ignored))) return path;
+  std::string file = path;
+  if (file.back() != '/') file += '/';
+  file += std::string(transportKind) + '-' + std::to_string(topology.ranks) + "r-" + std::to_string(topology.nodes) +
+          "n-" + std::to_string(topology.ranksPerNode) + "l-" + topology.isa + ".calibration";
+  return file;
+}
 
 AutoSelector::AutoSelector(RankLayout layout, AutoSettings settings)
     : layout_(std::move(layout)), settings_(std::move(settings)) {}
@@ -117,10 +129,11 @@ void AutoSelector::loadOrProbe(Transport& transport) {
   const auto start = std::chrono::steady_clock::now();
   const CalibrationTopology expected = topology();
   const bool rank0 = transport.rank() == 0;
-  if (!settings_.calibrationPath.empty()) {
+  const std::string path = calibrationFile(settings_.calibrationPath, transport.kind(), expected);
+  if (!path.empty()) {
     std::string why;
     std::optional<Calibration> loaded;
-    std::ifstream in(settings_.calibrationPath, std::ios::binary);
+    std::ifstream in(path, std::ios::binary);
     if (!in) {
       why = "cannot be read (probing, then writing it)";
     } else {
@@ -135,12 +148,12 @@ void AutoSelector::loadOrProbe(Transport& transport) {
     if (hash != 0 && words[0] == hash && words[1] == ~hash) {
       calibration_ = std::move(loaded);
       if (settings_.debug && rank0)
-        std::fprintf(stderr, "adaprec: auto: calibration loaded from %s\n%s", settings_.calibrationPath.c_str(),
+        std::fprintf(stderr, "adaprec: auto: calibration loaded from %s\n%s", path.c_str(),
                      describeCalibration(*calibration_, "adaprec:   ").c_str());
       return;
     }
     if (rank0)
-      std::fprintf(stderr, "adaprec: ADAPREC_CALIBRATION=%s ignored: %s\n", settings_.calibrationPath.c_str(),
+      std::fprintf(stderr, "adaprec: ADAPREC_CALIBRATION=%s ignored: %s\n", path.c_str(),
                    loaded ? "not the same file on every rank (probing)" : why.c_str());
   }
   calibration_ = agreeCalibration(transport, measureCalibration(transport, layout_, expected));
@@ -154,8 +167,11 @@ void AutoSelector::loadOrProbe(Transport& transport) {
 
 void AutoSelector::save(Transport& transport) const {
   if (settings_.calibrationPath.empty() || transport.rank() != 0) return;
+  const std::string path = calibrationFile(settings_.calibrationPath, transport.kind(), topology());
+  std::error_code ignored;
+  if (settings_.calibrationPath.back() == '/') std::filesystem::create_directories(settings_.calibrationPath, ignored);
   // Written whole under a temporary name, then renamed: a reader never sees half a file.
-  const std::string temporary = settings_.calibrationPath + ".tmp" + std::to_string(::getpid());
+  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out << serializeCalibration(*calibration_);
@@ -164,8 +180,8 @@ void AutoSelector::save(Transport& transport) const {
       return;
     }
   }
-  if (std::rename(temporary.c_str(), settings_.calibrationPath.c_str()) != 0) {
-    std::fprintf(stderr, "adaprec: cannot rename %s to %s\n", temporary.c_str(), settings_.calibrationPath.c_str());
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "adaprec: cannot rename %s to %s\n", temporary.c_str(), path.c_str());
     std::remove(temporary.c_str());
   }
 }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "adaprec/transport.hpp"
@@ -19,9 +20,16 @@ namespace adaprec::detail {
 
 struct AutoSettings {
   int maxQuantizations = 2;     // the error budget for lossy formats
-  std::string calibrationPath;  // empty: probe, keep in memory only
+  std::string calibrationPath;  // empty: probe, keep in memory only; a directory: calibrationFile()
   bool debug = false;           // rank 0 prints each choice once per format and size class
 };
+
+// The file ADAPREC_CALIBRATION=`path` names for this communicator: `path` itself, or, where `path` ends
+// in '/' or names a directory, the file in it for this transport and topology
+// ("<kind>-<ranks>r-<nodes>n-<ranks per node>l-<isa>.calibration"): one directory then serves every job
+// shape of a cluster (and every shape of a test sweep).
+std::string calibrationFile(const std::string& path, std::string_view transportKind,
+                            const CalibrationTopology& topology);
 
 // What auto runs for one call, and whether the call is one of a trial's measurements (then the
 // caller times it and passes the seconds to AutoSelector::recordTrial).

@@ -54,7 +54,8 @@ const std::array kVariables = {
                         "auto's error budget: lossy formats only use algorithms quantizing a value at most this "
                         "many times",
                         1, 64, true},
-    EnvironmentVariable{"ADAPREC_CALIBRATION", "every program", "a file path", "unset (probe at first use)",
+    EnvironmentVariable{"ADAPREC_CALIBRATION", "every program", "a file path, or a directory (one file per topology)",
+                        "unset (probe at first use)",
                         "auto's cost-model calibration: loaded if it matches the job's topology, else probed and "
                         "written there",
                         0, 0, false},

@@ -165,6 +165,33 @@ TEST_CASE("ADAPREC_CALIBRATION: written after a probe, reloaded exactly, bad fil
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("ADAPREC_CALIBRATION naming a directory keeps one file per transport and topology", "[auto]") {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("adaprec_auto_dir_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string isa(codec::hostKernels().isa);
+  // A trailing '/' names a directory even before it exists: rank 0 creates it when it saves.
+  const std::string four = calibrationFile(dir + "/", "loopback", {4, 4, 1, isa});
+  const std::string three = calibrationFile(dir + "/", "loopback", {3, 3, 1, isa});
+  CHECK(four == dir + "/loopback-4r-4n-1l-" + isa + ".calibration");
+  CHECK(three != four);
+  CHECK(calibrationFile(dir + "/", "mpi", {4, 4, 1, isa}) != four);
+  // A path that is not a directory is the file itself.
+  CHECK(calibrationFile(dir + "/plain.txt", "loopback", {4, 4, 1, isa}) == dir + "/plain.txt");
+
+  const Probed first = probeWith(dir + "/");
+  const Probed other = probeWith(dir + "/", 3);
+  REQUIRE(slurp(four) == serializeCalibration(first.calibrations[0]));
+  REQUIRE(slurp(three) == serializeCalibration(other.calibrations[0]));
+  // Both shapes reload silently from the one directory, named with or without the trailing '/'.
+  Probed again, againOther;
+  CHECK(capturingStderr([&] { again = probeWith(dir); }).empty());
+  CHECK(capturingStderr([&] { againOther = probeWith(dir + "/", 3); }).empty());
+  CHECK(again.calibrations[0] == first.calibrations[0]);
+  CHECK(againOther.calibrations[0] == other.calibrations[0]);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a Communicator reloading the calibration chooses as the one that saved it", "[auto]") {
   const std::string path =
       std::filesystem::temp_directory_path() / ("adaprec_auto_comm_" + std::to_string(::getpid()) + ".txt");
