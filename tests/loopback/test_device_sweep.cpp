@@ -12,6 +12,7 @@
 #include <string>
 
 #include "adaprec/codec.hpp"
+#include "calibration_directory.hpp"
 #include "cpu_device.hpp"
 #include "device_memory_transport.hpp"
 #include "device_run.hpp"
@@ -173,7 +174,10 @@ TEST_CASE("device sweep recursive_doubling", "[device_sweep][recursive_doubling]
 }
 TEST_CASE("device sweep native", "[device_sweep][native]") { sweep(Algorithm::kNative); }
 TEST_CASE("device sweep hierarchical", "[device_sweep][hierarchical]") { sweep(Algorithm::kHierarchical); }
-TEST_CASE("device sweep auto", "[device_sweep][auto]") { sweep(Algorithm::kAuto); }
+TEST_CASE("device sweep auto", "[device_sweep][auto]") {
+  ScopedCalibrationDirectory calibrations("adaprec_device_sweep_auto");
+  sweep(Algorithm::kAuto);
+}
 
 TEST_CASE("device runs with the threaded launcher match the host path", "[device][threaded]") {
   for (Format format : allFormats())

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "calibration_directory.hpp"
 #include "engine_check.hpp"
 #include "nccl_fake_run.hpp"
 
@@ -130,10 +131,14 @@ TEST_CASE("nccl fake sweep native", "[nccl_fake][sweep][native]") { sweep(Algori
 TEST_CASE("nccl fake sweep hierarchical", "[nccl_fake][sweep][hierarchical]") {
   sweep(Algorithm::kHierarchical, false, kRanks);
 }
-TEST_CASE("nccl fake sweep auto", "[nccl_fake][sweep][auto]") { sweep(Algorithm::kAuto, false, kRanks); }
+TEST_CASE("nccl fake sweep auto", "[nccl_fake][sweep][auto]") {
+  ScopedCalibrationDirectory calibrations("adaprec_nccl_fake_sweep_auto");
+  sweep(Algorithm::kAuto, false, kRanks);
+}
 // What the real NCCL path does with host buffers today: every message and the native sum staged through
 // "device" scratch with stream-ordered copies.
 TEST_CASE("nccl fake sweep, messages staged through device scratch", "[nccl_fake][sweep][staged]") {
+  ScopedCalibrationDirectory calibrations("adaprec_nccl_fake_sweep_staged");
   for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
                               Algorithm::kRecursiveDoubling, Algorithm::kNative, Algorithm::kHierarchical,
                               Algorithm::kAuto})

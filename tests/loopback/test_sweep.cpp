@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "calibration_directory.hpp"
 #include "engine_check.hpp"
 #include "loopback_run.hpp"
 
@@ -69,4 +70,7 @@ TEST_CASE("sweep recursive_doubling", "[sweep][recursive_doubling]") {
 }
 TEST_CASE("sweep native", "[sweep][native]") { sweep(Algorithm::kNative); }
 TEST_CASE("sweep hierarchical", "[sweep][hierarchical]") { sweep(Algorithm::kHierarchical); }
-TEST_CASE("sweep auto", "[sweep][auto]") { sweep(Algorithm::kAuto); }
+TEST_CASE("sweep auto", "[sweep][auto]") {
+  ScopedCalibrationDirectory calibrations("adaprec_sweep_auto");
+  sweep(Algorithm::kAuto);
+}
