@@ -25,13 +25,12 @@ constexpr int kLargeReps = 3;  // + one untimed warm-up (opens connections, faul
 // streams got 0.073); on one node, past the caches.
 constexpr std::size_t kLinkBytesNetwork = std::size_t{4} << 20;
 constexpr std::size_t kLinkBytesShared = std::size_t{8} << 20;
-// The native curve's probe sizes (fp32 bytes). On one node the model compares with native only up to
-// the largest probe (chooseAlgorithm); between nodes they are extrapolated along their slope above
-// the largest, which is 16 MiB there too: extrapolated from 1 and 4 MiB, a 64 MiB prediction is
+// Why the native curve is probed at kNativeProbeBytes (cost_model.hpp), 1, 4 and 16 MiB: on one node
+// the model compares with native only up to the largest probe (chooseAlgorithm); between nodes the
+// curve is extrapolated along its slope above the largest, so that is 16 MiB there too: extrapolated from 1 and 4 MiB, a 64 MiB prediction is
 // 21 t(4) - 20 t(1) and carried 21x the noise of one 4 MiB call (on 2 emulated nodes x 2 ranks at
 // 1 Gbit/s it predicted 178-1233 ms for calls that took 670-790 ms); from 4 and 16 MiB, 5x.
 // Wherever the model proposes an engine algorithm the trial measures native anyway.
-constexpr std::size_t kNativeProbeBytes[] = {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20};
 constexpr int kNativeReps = 2;
 // The codec at 8 MiB of fp32, past the caches: the model decides for calls whose chunks stream from
 // memory (the large sizes where compressing pays). At 2^18

@@ -15,9 +15,6 @@ namespace adaprec::detail {
 namespace {
 
 constexpr std::string_view kMagic = "adaprec-calibration 1";
-// Native allreduces from this size on are bandwidth-bound (their time ~ bytes / rate): the probes'
-// 4 and 16 MiB (calibration.cpp); 1 MiB still runs the latency-bound algorithms of MPI libraries.
-constexpr double kNativeBandwidthBoundBytes = 4.0 * (1 << 20);
 
 const CodecCost& codecOf(const Calibration& calibration, Format format) {
   auto it = calibration.codec.find(format);
@@ -69,7 +66,7 @@ double nativeSeconds(const Calibration& calibration, double bytes) {
     if (t1 > t0) slope = (t1 - t0) / (b1 - b0);
   }
   for (const auto& [b, t] : points)
-    if (b >= kNativeBandwidthBoundBytes && t > 0) slope = std::min(slope, t / b);
+    if (b >= static_cast<double>(kNativeBandwidthBoundBytes) && t > 0) slope = std::min(slope, t / b);
   return t1 + (bytes - b1) * slope;
 }
 

@@ -24,6 +24,14 @@
 
 namespace adaprec::detail {
 
+// The native curve's probe sizes (fp32 bytes), ascending (calibration.cpp says why these). From
+// kNativeBandwidthBoundBytes on, a native allreduce is bandwidth-bound (time ~ bytes / rate) and the
+// model extrapolates above the largest probe at the best rate of those probes (nativeSeconds); 1 MiB
+// still runs the latency-bound algorithms of MPI libraries.
+inline constexpr std::size_t kNativeProbeBytes[] = {std::size_t{1} << 20, std::size_t{4} << 20,
+                                                    std::size_t{16} << 20};
+inline constexpr std::size_t kNativeBandwidthBoundBytes = kNativeProbeBytes[1];
+
 // Per-rank work of one flat algorithm over `ranks` ranks (the slowest rank's share).
 struct AlgorithmWork {
   double steps = 0;              // message latencies on the critical path
