@@ -36,6 +36,7 @@
 
 #include "adaprec/error.hpp"
 #include "model.hpp"
+#include "weighted_sums.hpp"
 
 namespace adaprec::predictor {
 
@@ -154,8 +155,9 @@ class ThetaProducts {
     const Eigen::Index steps = yBar_.size();
     const Eigen::Index curves = y_.cols();
     const Eigen::Index extra = annealingColumn_ ? 1 : 0;
-    basis_.resize(steps, 2 + curves + extra);
-    meanBasis_.resize(steps, 3 + extra);
+    // Zero columns pad both to whole vectors of the kernel (weightedSums); they stay zero.
+    basis_.setZero(steps, padded(2 + curves + extra));
+    meanBasis_.setZero(steps, padded(3 + extra));
     for (Eigen::Index i = 0; i < steps; ++i) {
       const double gi = g[static_cast<std::size_t>(i)];
       basis_(i, 0) = meanBasis_(i, 0) = gi;
@@ -171,8 +173,13 @@ class ThetaProducts {
       sums_.noalias() = weights_.col(0) * plain;
       meanSums_.noalias() = meanWeights_.col(0) * meanPlain;
     } else {
-      sums_.noalias() = weights_.lazyProduct(basis_);
-      meanSums_.noalias() = meanWeights_.lazyProduct(meanBasis_);
+      sums_.resize(weights_.rows(), basis_.cols());
+      meanSums_.resize(meanWeights_.rows(), meanBasis_.cols());
+      detail::weightedSums(weights_.data(), static_cast<std::size_t>(weights_.rows()), static_cast<std::size_t>(steps),
+                           basis_.data(), static_cast<std::size_t>(basis_.cols()), sums_.data());
+      detail::weightedSums(meanWeights_.data(), static_cast<std::size_t>(meanWeights_.rows()),
+                           static_cast<std::size_t>(steps), meanBasis_.data(),
+                           static_cast<std::size_t>(meanBasis_.cols()), meanSums_.data());
     }
     ready_ = true;
   }
@@ -182,15 +189,20 @@ class ThetaProducts {
   bool ready() const { return ready_; }
   void invalidate() { ready_ = false; }
   // (noise node, column) and (noise node x tau, column), columns as above.
-  const Eigen::MatrixXd& sums() const { return sums_; }
-  const Eigen::MatrixXd& meanSums() const { return meanSums_; }
+  const RowMatrix& sums() const { return sums_; }
+  const RowMatrix& meanSums() const { return meanSums_; }
 
  private:
+  static Eigen::Index padded(Eigen::Index columns) {
+    const auto lanes = static_cast<Eigen::Index>(detail::kWeightedSumsLanes);
+    return (columns + lanes - 1) / lanes * lanes;
+  }
+
   RowMatrix weights_, meanWeights_;  // (node, step), (node x tau, step)
   bool equalWeights_, annealingColumn_;
   Eigen::MatrixXd y_;
   Eigen::VectorXd yBar_, annealing_;
-  Eigen::MatrixXd basis_, meanBasis_, sums_, meanSums_;
+  RowMatrix basis_, meanBasis_, sums_, meanSums_;  // row-major, padded columns (weightedSums)
   bool ready_ = false;
 };
 
@@ -274,8 +286,8 @@ class SymmetricTables {
       own_->prepare(g);
     }
     const ThetaProducts& products = shared ? *shared_ : *own_;
-    const Eigen::MatrixXd& p = products.sums();
-    const Eigen::MatrixXd& m = products.meanSums();
+    const RowMatrix& p = products.sums();
+    const RowMatrix& m = products.meanSums();
     const Eigen::Index annealingColumn = 2 + static_cast<Eigen::Index>(curveCount);
     const Eigen::Index sharedCount = static_cast<Eigen::Index>(nodes_.shared.size());
     for (Eigen::Index j = 0; j < p.rows(); ++j) {

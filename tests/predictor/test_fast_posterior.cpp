@@ -6,6 +6,7 @@
 
 #include "adaprec/predictor.hpp"
 #include "model.hpp"
+#include "weighted_sums.hpp"
 
 namespace ap = adaprec::predictor;
 namespace d = adaprec::predictor::detail;
@@ -176,4 +177,28 @@ TEST_CASE("sample counts: the binomial noise and its scale lambda are learned", 
   CHECK(sdSmooth > 0.02);
   CHECK(sdSmooth < sdBinomial);
   CHECK(sdWithout < 0.02);
+}
+
+TEST_CASE("weightedSums: every row and padded column, each sum in step order", "[fast]") {
+  // Rows around the kernel's block of 8 (none, a remainder, blocks and a remainder), and column
+  // counts of one and three vectors.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> value(-2.0, 2.0);
+  for (std::size_t rows : {1, 5, 8, 15, 75}) {
+    for (std::size_t columns : {d::kWeightedSumsLanes, 3 * d::kWeightedSumsLanes}) {
+      const std::size_t steps = 30;
+      std::vector<double> weights(rows * steps), basis(steps * columns), out(rows * columns, -1.0);
+      for (double& w : weights) w = value(rng);
+      for (double& b : basis) b = value(rng);
+      d::weightedSums(weights.data(), rows, steps, basis.data(), columns, out.data());
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < columns; ++c) {
+          double expected = 0;
+          for (std::size_t s = 0; s < steps; ++s) expected += weights[r * steps + s] * basis[s * columns + c];
+          INFO("rows " << rows << " columns " << columns << " at (" << r << ", " << c << ")");
+          REQUIRE(out[r * columns + c] == expected);  // the same adds in the same order: the same bits
+        }
+      }
+    }
+  }
 }
