@@ -120,6 +120,18 @@ struct NoiseNodes {
   }
 };
 
+// The across-curve mean of the observations at each common step (symmetric layouts).
+Eigen::VectorXd stepMeans(const detail::Data& data) {
+  const std::vector<double>& firstY = data.curves.front().y;
+  Eigen::VectorXd mean(static_cast<Eigen::Index>(firstY.size()));
+  for (std::size_t i = 0; i < firstY.size(); ++i) {
+    double sum = 0;
+    for (const detail::CurveData& d : data.curves) sum += d.y[i];
+    mean[static_cast<Eigen::Index>(i)] = sum / static_cast<double>(data.curves.size());
+  }
+  return mean;
+}
+
 // The theta-dependent products of the symmetric layout: per theta, (noise nodes x steps) x (steps x
 // (2 + C)) for the columns g, g^2, g y_c, and (noise nodes x tau values x steps) x (steps x 3) for g,
 // g^2, g ybar (without counts, plain column sums scaled per node). With `annealingColumn` both get one
@@ -128,23 +140,19 @@ struct NoiseNodes {
 // one product per theta instead of one per node (the base grid's main cost with a schedule).
 class ThetaProducts {
  public:
-  ThetaProducts(const detail::Data& data, RowMatrix weights, RowMatrix meanWeights, bool equalWeights,
-                bool annealingColumn)
+  // yBar: the across-curve mean of `data`'s observations at each step (SymmetricTables has it).
+  ThetaProducts(const detail::Data& data, Eigen::VectorXd yBar, RowMatrix weights, RowMatrix meanWeights,
+                bool equalWeights, bool annealingColumn)
       : weights_(std::move(weights)), meanWeights_(std::move(meanWeights)), equalWeights_(equalWeights),
-        annealingColumn_(annealingColumn) {
+        annealingColumn_(annealingColumn), yBar_(std::move(yBar)) {
     const std::size_t curveCount = data.curves.size();
     const detail::CurveData& first = data.curves.front();
     const Eigen::Index steps = static_cast<Eigen::Index>(first.x.size());
     y_.resize(steps, static_cast<Eigen::Index>(curveCount));
-    yBar_.resize(steps);
     if (annealingColumn_) annealing_.resize(steps);
     for (Eigen::Index i = 0; i < steps; ++i) {
-      double sum = 0;
-      for (std::size_t c = 0; c < curveCount; ++c) {
+      for (std::size_t c = 0; c < curveCount; ++c)
         y_(i, static_cast<Eigen::Index>(c)) = data.curves[c].y[static_cast<std::size_t>(i)];
-        sum += data.curves[c].y[static_cast<std::size_t>(i)];
-      }
-      yBar_[i] = sum / static_cast<double>(curveCount);
       if (annealingColumn_)
         annealing_[i] = data.annealing[static_cast<std::size_t>(first.xIndex[static_cast<std::size_t>(i)])];
     }
@@ -200,8 +208,8 @@ class ThetaProducts {
 
   RowMatrix weights_, meanWeights_;  // (node, step), (node x tau, step)
   bool equalWeights_, annealingColumn_;
-  Eigen::MatrixXd y_;
   Eigen::VectorXd yBar_, annealing_;
+  Eigen::MatrixXd y_;
   RowMatrix basis_, meanBasis_, sums_, meanSums_;  // row-major, padded columns (weightedSums)
   bool ready_ = false;
 };
@@ -219,12 +227,7 @@ class SymmetricTables {
     const Eigen::Index sharedCount = static_cast<Eigen::Index>(nodes_.shared.size());
     const double count = static_cast<double>(curveCount);
     equalWeights_ = !first.hasCounts;
-    yBar_.resize(steps);
-    for (Eigen::Index i = 0; i < steps; ++i) {
-      double sum = 0;
-      for (const detail::CurveData& d : data.curves) sum += d.y[static_cast<std::size_t>(i)];
-      yBar_[i] = sum / count;
-    }
+    yBar_ = stepMeans(data);
     weights_.resize(nodeCount, steps);
     meanWeights_.resize(nodeCount * sharedCount, steps);
     base_.assign(static_cast<std::size_t>(nodeCount * sharedCount), detail::SymmetricSums{});
@@ -273,7 +276,7 @@ class SymmetricTables {
   // Products of every annealing node's observations at once (the unshifted `data`), with this table's
   // noise weights (which do not depend on c).
   ThetaProducts sharedProducts(const detail::Data& data) const {
-    return ThetaProducts(data, weights_, meanWeights_, equalWeights_, true);
+    return ThetaProducts(data, stepMeans(data), weights_, meanWeights_, equalWeights_, true);
   }
 
   // Sets every cell's theta-dependent sums (wg, wgg, wyg per curve; mwg, mwgg, mwyg) for the basis g at
@@ -282,7 +285,7 @@ class SymmetricTables {
     const std::size_t curveCount = data.curves.size();
     const bool shared = shared_ && shared_->ready();
     if (!shared) {
-      if (!own_) own_.emplace(data, weights_, meanWeights_, equalWeights_, false);
+      if (!own_) own_.emplace(data, yBar_, weights_, meanWeights_, equalWeights_, false);
       own_->prepare(g);
     }
     const ThetaProducts& products = shared ? *shared_ : *own_;
