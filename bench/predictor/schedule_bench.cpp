@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -110,21 +111,30 @@ ap::ModelOptions scheduledModel(const Row& row, double annealingSd, double momen
   return scheduled;
 }
 
-// The PIT F(y) of each row's last value under the schedule-aware fast model (mcmc: its MCMC reference)
-// from the points up to fraction f of its last step (NaN: fewer than 3 points, not evaluated).
-std::vector<double> pits(const std::vector<Row>& rows, double f, double annealingSd, double momentum, int nodes,
-                         bool mcmc) {
-  std::vector<double> out;
+// Each row's predictive of its last value under the schedule-aware fast model (mcmc: its MCMC
+// reference) from the points up to fraction f of its last step (nullopt: fewer than 3 points, not
+// evaluated). Fitted once per row and cut-off: the plain and recalibrated scores and the PITs share it.
+std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& rows, double f, double annealingSd,
+                                                       double momentum, int nodes, bool mcmc) {
+  std::vector<std::optional<ap::Predictive>> out;
   for (const Row& row : rows) {
     const ap::Curve observed = cut(row.curve, f);
     if (observed.steps.size() < 3) {
-      out.push_back(std::nan(""));
+      out.emplace_back();
       continue;
     }
     const ap::ModelOptions model = scheduledModel(row, annealingSd, momentum, nodes);
     const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model) : ap::fitFast({observed}, model);
-    out.push_back(posterior.predictive(0, row.curve.steps.back()).cdf(row.curve.values.back()));
+    out.emplace_back(posterior.predictive(0, row.curve.steps.back()));
   }
+  return out;
+}
+
+// The PIT F(y) of each row's last value under its predictive (NaN where there is none).
+std::vector<double> pits(const std::vector<Row>& rows, const std::vector<std::optional<ap::Predictive>>& predictive) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    out.push_back(predictive[i] ? predictive[i]->cdf(rows[i].curve.values.back()) : std::nan(""));
   return out;
 }
 
@@ -175,16 +185,20 @@ int main(int argc, char** argv) {
     std::printf("cutoff,method,curves,mae,coverage90,mean_log_density\n");
     for (double f : cutoffs) {
       std::map<std::string, Score> scores;
-      // The maps: one from the corpus, or one per row from every other row (leave one out).
-      // Index 0: the fast model's; 1: the MCMC reference's.
+      // Index 0: the fast model's; 1: the MCMC reference's. The maps: one from the corpus, or one per
+      // row from every other row (leave one out).
+      std::vector<std::optional<ap::Predictive>> ownPredictive[2];
       std::vector<double> ownPits[2];
       std::array<double, 2> corpusMap[2] = {{1, 1}, {1, 1}};
-      for (int m = 0; m < (recalibrate ? (mcmc ? 2 : 1) : 0); ++m) {
+      for (int m = 0; m < (mcmc ? 2 : 1); ++m) {
+        ownPredictive[m] = predictives(rows, f, annealingSd, momentum, nodes, m == 1);
+        if (!recalibrate) continue;
         if (corpus.empty()) {
-          ownPits[m] = pits(rows, f, annealingSd, momentum, nodes, m == 1);
+          ownPits[m] = pits(rows, ownPredictive[m]);
           continue;
         }
-        const std::vector<double> corpusPits = pits(corpusRows, f, annealingSd, momentum, nodes, m == 1);
+        const std::vector<double> corpusPits =
+            pits(corpusRows, predictives(corpusRows, f, annealingSd, momentum, nodes, m == 1));
         corpusMap[m] = mapFrom(corpusPits, corpusPits.size());
         std::printf("# cut-off %.2f, %s: map Beta(%.3f, %.3f) from %zu corpus curves\n", f, m ? "mcmc" : "fast",
                     corpusMap[m][0], corpusMap[m][1], corpusRows.size());
@@ -203,14 +217,11 @@ int main(int argc, char** argv) {
           s.logDensity += gaussianLogDensity(y, point.mean, point.sd);
           s.count += 1;
         }
-        const ap::ModelOptions plain, scheduled = scheduledModel(row, annealingSd, momentum, nodes);
         for (const std::string& method : methods) {
           if (method == "last" || method == "pow3") continue;
           const bool exact = method.rfind("mcmc", 0) == 0;
-          const ap::Posterior posterior = method == "fast-noschedule" ? ap::fitFast({observed}, plain)
-                                          : exact                      ? ap::fitMcmc({observed}, scheduled)
-                                                                       : ap::fitFast({observed}, scheduled);
-          ap::Predictive p = posterior.predictive(0, step);
+          ap::Predictive p = method == "fast-noschedule" ? ap::fitFast({observed}, ap::ModelOptions{}).predictive(0, step)
+                                                         : *ownPredictive[exact][index];
           if (method.size() > 6 && method.substr(method.size() - 6) == "-recal") {
             const std::array<double, 2> ab = corpus.empty() ? mapFrom(ownPits[exact], index) : corpusMap[exact];
             p = p.recalibrated(ab[0], ab[1]);
