@@ -309,32 +309,42 @@ class Controller:
     the same numbers (seconds per step as the maximum over ranks) and each decides the same.
 
     candidates: format specs; continuation_steps, max_overhead, rule ("gain" | "risk"), prune,
-    min_speedup: as adaprec-train's --phase-steps, --max-overhead, --rule, --no-prune, --min-speedup;
-    total_steps: where training ends (0: unknown); validation_images: images behind each accuracy (0:
-    unknown); steps_per_epoch: for the record's epoch only."""
+    min_speedup: as adaprec-train's --phase-steps, --max-overhead, --rule, --no-prune, --min-speedup,
+    None keeping the library's default (AdaPrec_ControllerDefaultOptions: 300, 0.25, "gain", True,
+    0.10); total_steps: where training ends (0: unknown); validation_images: images behind each
+    accuracy (0: unknown); steps_per_epoch: for the record's epoch only."""
 
-    def __init__(self, candidates, continuation_steps=300, max_overhead=0.25, total_steps=0,
-                 validation_images=0, steps_per_epoch=0, rule="gain", prune=True, min_speedup=0.10):
+    def __init__(self, candidates, continuation_steps=None, max_overhead=None, total_steps=0,
+                 validation_images=0, steps_per_epoch=0, rule=None, prune=None, min_speedup=None):
         import ctypes
 
         from . import _capi
 
         self._lib = _capi.controller_lib()
         self._capi = _capi
-        if rule not in ("gain", "risk"):
+        if rule not in (None, "gain", "risk"):
             raise adaprec.InvalidArgumentError(f"adaprec: unknown decision rule {rule!r} (valid: gain, risk)",
                                                _capi.ERR_INVALID_ARGUMENT)
         self.candidates = [str(c) for c in candidates]
         options = _capi.ControllerOptions()
         self._lib.AdaPrec_ControllerDefaultOptions(ctypes.byref(options))
-        options.continuationSteps = int(continuation_steps)
-        options.maxOverhead = float(max_overhead)
+        # The library's defaults stay wherever an argument is None: declared once, in the C API.
+        if continuation_steps is not None:
+            options.continuationSteps = int(continuation_steps)
+        if max_overhead is not None:
+            options.maxOverhead = float(max_overhead)
         options.totalSteps = int(total_steps or 0)
         options.validationImages = int(validation_images or 0)
         options.stepsPerEpoch = float(steps_per_epoch or 0)
-        options.rule = _capi.RULE_RISK if rule == "risk" else _capi.RULE_GAIN
-        options.prune = 1 if prune else 0
-        options.minSpeedup = float(min_speedup)
+        if rule is not None:
+            options.rule = _capi.RULE_RISK if rule == "risk" else _capi.RULE_GAIN
+        if prune is not None:
+            options.prune = 1 if prune else 0
+        if min_speedup is not None:
+            options.minSpeedup = float(min_speedup)
+        # The settings in effect (the library's defaults filled in), for drivers that act on them.
+        self.continuation_steps = int(options.continuationSteps)
+        self.prune = bool(options.prune)
         names = (ctypes.c_char_p * len(self.candidates))(*[c.encode() for c in self.candidates])
         handle = ctypes.c_void_p()
         self._check(self._lib.AdaPrec_ControllerCreate(names, len(self.candidates), ctypes.byref(options),
@@ -456,7 +466,8 @@ class AdaptivePrecision:
     (torch.distributed broadcast); records holds each decision's record (rank 0's log line).
     Residuals are dropped when a branch starts and at the decision, as in adaprec-train.
 
-    prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
+    continuation_steps, max_overhead, rule, prune, min_speedup: as Controller's (None: the library's
+    defaults). prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
     "Pruning"): the first phase trains probe_steps steps of each candidate to measure its step time
     (kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
     faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
@@ -465,9 +476,9 @@ class AdaptivePrecision:
 
     def __init__(self, model, optimizer, hook_state, train_step, evaluate, total_steps, scheduler=None,
                  candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
-                 eval_points=2, continuation_steps=100, max_overhead=0.25, rule="gain",
+                 eval_points=2, continuation_steps=None, max_overhead=None, rule=None,
                  validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None,
-                 prune=True, min_speedup=0.10, probe_steps=3):
+                 prune=None, min_speedup=None, probe_steps=3):
         if eval_points < 1 or speculative_steps < eval_points:
             raise adaprec.InvalidArgumentError(
                 f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")
@@ -497,12 +508,12 @@ class AdaptivePrecision:
         self.eval_points = int(eval_points)
         if int(probe_steps) < 1:
             raise adaprec.InvalidArgumentError(f"adaprec: probe steps {probe_steps} must be >= 1")
-        self.prune = bool(prune)
         self.probe_steps = int(probe_steps)
-        self.continuation_steps = int(continuation_steps)
         self.step_seconds = {}     # pruning: each candidate's measured seconds per step (max over ranks)
         self.controller = Controller(self.candidates, continuation_steps, max_overhead, total_steps,
                                      validation_images, steps_per_epoch, rule, prune, min_speedup)
+        self.prune = self.controller.prune  # the controller's settings, its defaults filled in
+        self.continuation_steps = self.controller.continuation_steps
         self.records = []          # one decision record (dict) per phase
         self.current = None        # the format training continues in
         self.next_phase = 0

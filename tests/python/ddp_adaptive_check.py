@@ -15,6 +15,7 @@
    and say the predictor used the schedule ("lr_schedule": "points:N").
 """
 
+import ctypes
 import faulthandler
 import hashlib
 import math
@@ -173,6 +174,16 @@ def schedule_checks():
         check(len(rates) == 30 and all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(rates, expected)),
               f"lr_schedule {name}: rates {rates[:9]} ... != StepLR's {expected[:9]} ...")
     check(driver().phase_learning_rates(10, 30) is None, "no schedule gave rates")
+    # Settings left out are the controller library's defaults, not restated ones; given ones win.
+    from adaprec import _capi
+    defaults = _capi.ControllerOptions()
+    _capi.controller_lib().AdaPrec_ControllerDefaultOptions(ctypes.byref(defaults))
+    plain = driver()
+    check(plain.continuation_steps == defaults.continuationSteps and plain.prune == bool(defaults.prune),
+          f"driver defaults {plain.continuation_steps}, {plain.prune} are not the library's "
+          f"{defaults.continuationSteps}, {defaults.prune}")
+    given = driver(continuation_steps=7, prune=False)
+    check(given.continuation_steps == 7 and given.prune is False, "given settings were not kept")
     for kwargs, says in (({"lr_schedule": "cosine:0"}, "lr schedule 'cosine:0': TOTAL must be a number > 0"),
                          ({"lr_schedule": "cosine:10", "learning_rate": step_lr}, "not both"),
                          ({"lr_schedule": 0.1}, "must be a spec string")):
