@@ -10,7 +10,8 @@
 //     every core rank holds the same vector after the last round.
 //   post-step (extra > 0): every core rank re-encodes the result and keeps the decoded value (all
 //     core ranks do it, so they stay identical); odd ranks below 2*extra send that encoding down.
-// Bytes sent per rank: log2(q) * encodedBytes(count) (+1 for pre/post); log2(q) messages per segment.
+// Bytes sent per rank: log2(q) * encodedBytes(count) (+1 for pre/post); log2(q) messages per segment
+// (between nodes, per piece of at most kInterNodeMessageBytes: eager, as ring, twoshot, rabenseifner).
 // Quantizations per value: log2(q) (+1 pre-step, +1 post-step when p is not a power of two).
 // Error feedback: a rank encodes each position once per round, so slot = round (pre-step slot 0,
 // rounds 1..log2 q, post-step log2 q + 1). All ranks of a group hold the same vector and residual,
@@ -43,6 +44,7 @@ void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t c
   const std::span<std::byte> mine = ctx.workspace.bytes(0, total);
   const std::span<std::byte> theirs = ctx.workspace.bytes(1, total);
   std::vector<RequestPtr> sends;
+  const std::size_t piece = ctx.messageBytes;  // 0: one message per segment
 
   auto encodeAll = [&](std::size_t slot, int peer, int tag, bool keepDecoded) {
     for (std::size_t k = 0; k < segments; ++k) {
@@ -55,22 +57,22 @@ void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t c
       } else {
         steps.encode(src, n, dst, bytes, slot, layout.segmentOffset(0, k), count);
       }
-      if (peer >= 0) sends.push_back(steps.send(peer, dst, bytes, n, tag));
+      if (peer >= 0) steps.sendPieces(peer, dst, bytes, n, tag, piece, sends);
     }
   };
   auto receiveAll = [&](int peer, int tag) {
-    std::vector<RequestPtr> recvs;
+    std::vector<std::vector<RequestPtr>> recvs;  // per segment: its pieces
     for (std::size_t k = 0; k < segments; ++k)
-      recvs.push_back(steps.recv(peer, theirs.data() + layout.segmentByteOffset(0, k),
-                                 layout.segmentBytes(0, k), tag));
+      recvs.push_back(steps.recvPieces(peer, theirs.data() + layout.segmentByteOffset(0, k),
+                                       layout.segmentBytes(0, k), tag, piece));
     return recvs;
   };
 
   if (r < 2 * extra && r % 2 == 0) {
-    std::vector<RequestPtr> result = receiveAll(r + 1, kTagPostStep);
+    std::vector<std::vector<RequestPtr>> result = receiveAll(r + 1, kTagPostStep);
     encodeAll(0, r + 1, kTagPreStep, false);
     for (std::size_t k = 0; k < segments; ++k) {
-      steps.waitRecv(*result[k], layout.segmentBytes(0, k));
+      steps.waitPieces(result[k], layout.segmentBytes(0, k), piece);
       steps.decode(theirs.data() + layout.segmentByteOffset(0, k), layout.segmentBytes(0, k),
                    buf + layout.segmentOffset(0, k), layout.segmentCount(0, k));
     }
@@ -81,9 +83,9 @@ void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t c
   const int core = r < 2 * extra ? r / 2 : r - extra;
   auto coreToRank = [&](int c) { return c < extra ? 2 * c + 1 : c + extra; };
   if (r < 2 * extra) {
-    std::vector<RequestPtr> pre = receiveAll(r - 1, kTagPreStep);
+    std::vector<std::vector<RequestPtr>> pre = receiveAll(r - 1, kTagPreStep);
     for (std::size_t k = 0; k < segments; ++k) {
-      steps.waitRecv(*pre[k], layout.segmentBytes(0, k));
+      steps.waitPieces(pre[k], layout.segmentBytes(0, k), piece);
       steps.decodeAdd(theirs.data() + layout.segmentByteOffset(0, k), layout.segmentBytes(0, k),
                       buf + layout.segmentOffset(0, k), layout.segmentCount(0, k));
     }
@@ -93,12 +95,12 @@ void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t c
   for (int d = 1; d < q; d *= 2) {
     ++round;
     const int partner = coreToRank(core ^ d);
-    std::vector<RequestPtr> recvs = receiveAll(partner, kTagExchange);
+    std::vector<std::vector<RequestPtr>> recvs = receiveAll(partner, kTagExchange);
     // The previous round's sends read `mine`: they must finish before it is overwritten.
     steps.waitAll(sends);
     encodeAll(static_cast<std::size_t>(round), partner, kTagExchange, true);
     for (std::size_t k = 0; k < segments; ++k) {
-      steps.waitRecv(*recvs[k], layout.segmentBytes(0, k));
+      steps.waitPieces(recvs[k], layout.segmentBytes(0, k), piece);
       steps.decodeAdd(theirs.data() + layout.segmentByteOffset(0, k), layout.segmentBytes(0, k),
                       buf + layout.segmentOffset(0, k), layout.segmentCount(0, k));
     }

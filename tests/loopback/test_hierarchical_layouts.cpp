@@ -114,16 +114,17 @@ TEST_CASE("hierarchical error feedback on every share", "[hierarchical_layouts]"
   }
 }
 
-// Between nodes ring, twoshot and rabenseifner cut every segment (and rabenseifner's allgather ranges)
-// into messages of at most kInterNodeMessageBytes: with the default segment (262144 elements) these
+// Between nodes ring, twoshot, rabenseifner and recursive_doubling cut every segment (and rabenseifner's
+// allgather ranges) into messages of at most kInterNodeMessageBytes: with the default segment (262144 elements) these
 // counts make segments of 32770 .. 100002 fp32 values, i.e. several pieces per segment for every format
-// here, and pieces of unequal size. 6 ranks: rabenseifner's pre- and post-steps too.
-TEST_CASE("ring, twoshot and rabenseifner between nodes send segments in pieces", "[hierarchical_layouts]") {
+// here, and pieces of unequal size. 6 ranks: the pre- and post-steps too.
+TEST_CASE("flat algorithms between nodes send segments in pieces", "[hierarchical_layouts]") {
   static_assert(detail::kInterNodeMessageBytes < 4 * 32770);
   const Format formats[] = {Format::kFp32, Format::kBf16, Format::kTable4};
   const std::pair<Algorithm, NodeLayout> runs[] = {
       {Algorithm::kRing, {4, 2}},         {Algorithm::kTwoShot, {4, 2}}, {Algorithm::kRabenseifner, {4, 2}},
-      {Algorithm::kRabenseifner, {6, 2}}, {Algorithm::kHierarchical, {4, 2}}};
+      {Algorithm::kRabenseifner, {6, 2}}, {Algorithm::kRecursiveDoubling, {4, 2}},
+      {Algorithm::kRecursiveDoubling, {6, 2}}, {Algorithm::kHierarchical, {4, 2}}};
   for (const auto& [algorithm, layout] : runs) {
     for (Format format : formats) {
       for (std::size_t count : {std::size_t{131080}, std::size_t{400009}}) {
