@@ -311,7 +311,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> resumeCases = {{"mpi", "fp32"}};
   if (kHaveCommunicatorReducer) resumeCases.emplace_back("adaprec", "table2+ef");
   if (kHaveController) resumeCases.emplace_back("adaprec", "adaptive");
-  for (const auto& [reducer, format] : resumeCases) {
+  for (const auto& resumeCase : resumeCases) {
+    // Copies, not a structured binding: clang 14 cannot capture bindings.
+    const std::string reducer = resumeCase.first, format = resumeCase.second;
     check("resume (" + format + " via " + reducer + ") is bit-identical to an uninterrupted run", [reducer, format] {
       const std::string dir = tempDir("resume");
       RunOptions o = smallRun("mlp", 8, 640);

@@ -16,6 +16,8 @@ ADAPREC_TEST_PACKAGES=(python3-torch python3-venv)
 # What the fuzz build needs on top (tools/fuzz, tools/test --ci): clang 14 and its runtime (libFuzzer,
 # ASan, UBSan). Passed to adaprec_install_missing by the scripts that build build-fuzz/.
 ADAPREC_FUZZ_PACKAGES=(clang-14 libclang-rt-14-dev)
+# The address+undefined sanitizer build (tools/test --sanitize, --ci) is clang 14's too.
+ADAPREC_SANITIZE_PACKAGES=(clang-14 libclang-rt-14-dev)
 # What the ThreadSanitizer build of the kernel launcher test needs (tools/test --tsan, --ci): clang 14
 # with its TSan runtime (GCC's libtsan is not always installed).
 ADAPREC_TSAN_PACKAGES=(clang-14 libclang-rt-14-dev)
@@ -50,6 +52,19 @@ adaprec_build() {
     meson setup "$dir" "$@" || return 1
   fi
   ninja -C "$dir" || return 1
+}
+
+# adaprec_sanitize_setup: configure build-sanitize/ once: clang 14 with address+undefined sanitizers,
+# host only (NCCL's host fake included). clang, not GCC: the same sanitizers, and it compiled this tree
+# 2.6x faster (GCC's instrumented -O2 build took 629 s of CI's 42 minutes; clang's tests ran 8 % longer).
+# A tree configured with another compiler (GCC, before 2026-11-27) is set up again.
+adaprec_sanitize_setup() {
+  if [ -f build-sanitize/build.ninja ]; then
+    grep -q 'clang++-14' build-sanitize/build.ninja && return 0
+    rm -rf build-sanitize
+  fi
+  CC=clang-14 CXX=clang++-14 meson setup build-sanitize -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debugoptimized -Dcuda=disabled -Dbench=false
 }
 
 # adaprec_fuzz_setup: configure build-fuzz/ once: clang 14, libFuzzer instrumentation (-Dfuzz=true),
