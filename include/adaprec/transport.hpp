@@ -91,6 +91,14 @@ class Transport {
   // answer the same. Default: false (host memory only).
   virtual bool acceptsDeviceMemory(std::string_view memorySpace) const;
 
+  // Largest message the algorithms send to a rank on another node (0: no limit, one message per
+  // segment or range): what suits the transport's protocol between nodes. MPI answers 48 KiB, under
+  // Open MPI's TCP eager limit, so that no message waits for a rendezvous handshake queued behind bulk
+  // data (docs/algorithms.md, twoshot); loopback answers the same so that the algorithms' piece paths
+  // run in process; NCCL answers 0 (it cuts and pipelines large sends itself, and every extra message
+  // is an extra ncclSend). Wrapping transports forward it. Default: 0.
+  virtual std::size_t interNodeMessageBytes() const;
+
   // Failure detection, like Gloo's per-call timeout: a wait of a request posted after this call, and
   // the collectives (allreduceMax, nativeAllreduce*; loopback's split rendezvous) give up after
   // `timeout` without progress and throw Error(kTransport) whose message names the peer that did not

@@ -103,8 +103,8 @@ struct AlgorithmContext {
   // blocks): the residuals cover residualTotal elements and this call's element 0 is residualOffset.
   std::size_t residualOffset = 0;
   std::size_t residualTotal = 0;  // 0: the call's own count
-  // Largest message ring and twoshot send (0: one per segment); kInterNodeMessageBytes when the
-  // communicator spans several nodes.
+  // Largest message the algorithms send (0: one per segment or range): the transport's
+  // interNodeMessageBytes() when the communicator spans several nodes.
   std::size_t messageBytes = 0;
   // Where buf lives and the codec runs (device_codec.hpp); null: host memory, the host codec.
   DeviceCodec* device = nullptr;
@@ -182,13 +182,6 @@ inline constexpr double kAutoNativeMargin = 0.9;
 // Engine algorithms predicted within this factor of the fastest count as tied: the earliest in the
 // algorithm table is taken.
 inline constexpr double kAutoTieMargin = 1.05;
-
-// Largest message ring and twoshot send between nodes: below Open MPI's TCP eager limit (64 KiB with its
-// header), so no message waits for a rendezvous handshake. Measured on 4 emulated nodes at 1 Gbit/s
-// (the links' queues hold 50 ms): twoshot's exchange pattern with 512 KiB messages ran at 0.7 of the
-// same bytes sent as a ring, with 48 KiB messages at 1.0; the ring itself gained too at 16 MiB
-// (docs/algorithms.md, twoshot).
-inline constexpr std::size_t kInterNodeMessageBytes = std::size_t{48} << 10;
 
 // Message tags of the algorithms (all < kMaxAlgorithmTag).
 inline constexpr int kTagReduceScatter = 1;

@@ -12,7 +12,7 @@
 //   allgather, distance d = 1, 2, ..., q/2: partners swap the encoded bytes of their current ranges
 //     unchanged (one message per round, cut into pieces of at most 64 MiB) and decode them.
 // Between nodes (AlgorithmContext::messageBytes) every message is cut into pieces of at most
-// kInterNodeMessageBytes, sent eagerly, as ring and twoshot do: whole segments and ranges went by
+// ctx.messageBytes, sent eagerly, as ring and twoshot do: whole segments and ranges went by
 // rendezvous, whose handshakes queue behind the bulk on the links (on 4 emulated nodes at 1 Gbit/s,
 // 16 MiB, rabenseifner took 1.4-1.7x ring's time with the same bytes).
 //   post-step: each odd rank below 2*extra sends all encoded chunks to the even rank below it.

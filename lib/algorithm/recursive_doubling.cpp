@@ -11,7 +11,7 @@
 //   post-step (extra > 0): every core rank re-encodes the result and keeps the decoded value (all
 //     core ranks do it, so they stay identical); odd ranks below 2*extra send that encoding down.
 // Bytes sent per rank: log2(q) * encodedBytes(count) (+1 for pre/post); log2(q) messages per segment
-// (between nodes, per piece of at most kInterNodeMessageBytes: eager, as ring, twoshot, rabenseifner).
+// (between nodes, per piece of at most ctx.messageBytes: eager, as ring, twoshot, rabenseifner).
 // Quantizations per value: log2(q) (+1 pre-step, +1 post-step when p is not a power of two).
 // Error feedback: a rank encodes each position once per round, so slot = round (pre-step slot 0,
 // rounds 1..log2 q, post-step log2 q + 1). All ranks of a group hold the same vector and residual,

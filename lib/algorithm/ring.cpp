@@ -9,7 +9,7 @@
 //     forward the received bytes unchanged at the next step.
 // Every chunk is cut into segments (one codec chunk each); segment k of a step is re-encoded and sent
 // as soon as it is decoded, so codec work overlaps the transfer of neighbouring segments. Between
-// nodes a segment travels as messages of at most kInterNodeMessageBytes (sent eagerly, as twoshot's).
+// nodes a segment travels as messages of at most ctx.messageBytes (sent eagerly, as twoshot's).
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count). Messages: 2 (p-1) per segment index.
 // Quantizations per value: p (p-1 re-encodes of partial sums in the reduce-scatter + 1 by the owner);
 // each rank encodes each element position once per call (one error-feedback slot).

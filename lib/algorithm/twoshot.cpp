@@ -8,7 +8,7 @@
 //   allgather: the owner sends that encoding to every peer; each rank decodes every chunk it receives.
 // Schedule: every reduce-scatter send is posted at once, segment-major (segment k to every owner
 // before segment k+1); each owner sums, encodes and sends a segment as soon as all its pieces are in.
-// Between nodes (AlgorithmContext::messageBytes) every message is at most kInterNodeMessageBytes, so
+// Between nodes (AlgorithmContext::messageBytes) every message is at most ctx.messageBytes, so
 // the MPI transport sends it eagerly: a larger message waits for a rendezvous round trip through the
 // links' queues, which cost twoshot 20-30 % against the ring on emulated 1 Gbit/s nodes
 // (docs/algorithms.md, twoshot).

@@ -470,7 +470,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
                                impl_->workspace};
   ctx.timeline = impl_->timeline.get();
   ctx.device = device;
-  if (impl_->nodes > 1) ctx.messageBytes = detail::kInterNodeMessageBytes;
+  if (impl_->nodes > 1) ctx.messageBytes = impl_->transport->interNodeMessageBytes();
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(impl_->nodes);

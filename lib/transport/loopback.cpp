@@ -19,6 +19,7 @@
 
 #include "adaprec/error.hpp"
 #include "adaprec/transport.hpp"
+#include "transport/eager_message.hpp"
 #include "transport/internal_tags.hpp"
 #include "transport/timeout.hpp"
 
@@ -198,6 +199,9 @@ class LoopbackTransport final : public Transport {
     sub->setTimeout(timeout());
     return sub;
   }
+
+  // As MPI's, so that emulated nodes exercise the algorithms' piece paths in process.
+  std::size_t interNodeMessageBytes() const override { return detail::kEagerMessageBytes; }
 
   int nodeId() const override {
     int perNode = detail::ranksPerNodeOverride();

@@ -22,6 +22,7 @@
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
 #include "codec/half_sum.hpp"
+#include "transport/eager_message.hpp"
 #include "transport/internal_tags.hpp"
 #include "transport/timeout.hpp"
 
@@ -187,6 +188,8 @@ class MpiTransport final : public Transport {
   bool acceptsDeviceMemory(std::string_view memorySpace) const override {
     return memorySpace == "cuda" && mpiMovesCudaMemory();
   }
+
+  std::size_t interNodeMessageBytes() const override { return detail::kEagerMessageBytes; }
 
   RequestPtr isend(int peer, const void* data, std::size_t bytes, int tag) override {
     checkArgs(peer, bytes, tag);

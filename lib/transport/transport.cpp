@@ -105,6 +105,8 @@ void Transport::nativeAllreduceOutOfPlace(const void* send, void* recv, std::siz
 
 bool Transport::acceptsDeviceMemory(std::string_view) const { return false; }
 
+std::size_t Transport::interNodeMessageBytes() const { return 0; }
+
 void Transport::barrier() {
   std::uint64_t none = 0;
   allreduceMax(&none, 1);

@@ -26,6 +26,7 @@ class DeviceMemoryTransport final : public Transport {
   int size() const override { return inner_->size(); }
   const char* kind() const override { return "device-memory"; }
   int nodeId() const override { return inner_->nodeId(); }
+  std::size_t interNodeMessageBytes() const override { return inner_->interNodeMessageBytes(); }
   bool acceptsDeviceMemory(std::string_view memorySpace) const override {
     return memorySpace == CpuStandInDevice::kMemorySpace;
   }
@@ -66,6 +67,7 @@ class QueueProbeTransport final : public Transport {
   int size() const override { return inner_->size(); }
   const char* kind() const override { return "queue-probe"; }
   int nodeId() const override { return inner_->nodeId(); }
+  std::size_t interNodeMessageBytes() const override { return inner_->interNodeMessageBytes(); }
   RequestPtr isend(int peer, const void* data, std::size_t bytes, int tag) override;
   RequestPtr irecv(int peer, void* data, std::size_t capacityBytes, int tag) override;
   void allreduceMax(std::uint64_t* values, std::size_t count) override { inner_->allreduceMax(values, count); }

@@ -79,6 +79,7 @@ class FaultyTransport final : public Transport {
   int size() const override { return inner_->size(); }
   const char* kind() const override { return "faulty"; }
   int nodeId() const override { return inner_->nodeId(); }
+  std::size_t interNodeMessageBytes() const override { return inner_->interNodeMessageBytes(); }
   RequestPtr isend(int peer, const void* data, std::size_t bytes, int tag) override;
   RequestPtr irecv(int peer, void* data, std::size_t capacityBytes, int tag) override;
   std::unique_ptr<Transport> split(int color, int key) override;

@@ -7,12 +7,15 @@
 // hierarchical with segments larger than the eager-sized messages they send between nodes.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "algorithm/algorithm.hpp"
+#include "transport/eager_message.hpp"
 #include "engine_check.hpp"
 
 using namespace adaprec;
@@ -115,17 +118,20 @@ TEST_CASE("hierarchical error feedback on every share", "[hierarchical_layouts]"
 }
 
 // Between nodes ring, twoshot, rabenseifner and recursive_doubling cut every segment (and rabenseifner's
-// allgather ranges) into messages of at most kInterNodeMessageBytes: with the default segment (262144 elements) these
+// allgather ranges) into messages of at most the transport's interNodeMessageBytes() (loopback: 48 KiB, as MPI): with the default segment (262144 elements) these
 // counts make segments of 32770 .. 100002 fp32 values, i.e. several pieces per segment for every format
 // here, and pieces of unequal size. 6 ranks: the pre- and post-steps too.
 TEST_CASE("flat algorithms between nodes send segments in pieces", "[hierarchical_layouts]") {
-  static_assert(detail::kInterNodeMessageBytes < 4 * 32770);
+  static_assert(detail::kEagerMessageBytes < 4 * 32770);
   const Format formats[] = {Format::kFp32, Format::kBf16, Format::kTable4};
   const std::pair<Algorithm, NodeLayout> runs[] = {
       {Algorithm::kRing, {4, 2}},         {Algorithm::kTwoShot, {4, 2}}, {Algorithm::kRabenseifner, {4, 2}},
       {Algorithm::kRabenseifner, {6, 2}}, {Algorithm::kRecursiveDoubling, {4, 2}},
       {Algorithm::kRecursiveDoubling, {6, 2}}, {Algorithm::kHierarchical, {4, 2}}};
-  for (const auto& [algorithm, layout] : runs) {
+  for (const auto& entry : runs) {
+    // Copies, not a structured binding: clang 14 cannot capture bindings in the lambda below.
+    const Algorithm algorithm = entry.first;
+    const NodeLayout layout = entry.second;
     for (Format format : formats) {
       for (std::size_t count : {std::size_t{131080}, std::size_t{400009}}) {
         INFO(algorithmName(algorithm) << " " << formatName(format) << " count " << count << " ranks "
@@ -148,6 +154,81 @@ TEST_CASE("flat algorithms between nodes send segments in pieces", "[hierarchica
         INFO(failure);
         REQUIRE(failure.empty());
       }
+    }
+  }
+}
+
+namespace {
+
+// Loopback underneath, but the piece size is the test's (0: as NCCL answers), and every message a
+// rank sends to another node is measured: the largest one is kept.
+class MessageSizeProbe final : public Transport {
+ public:
+  MessageSizeProbe(std::shared_ptr<Transport> inner, int ranksPerNode, std::size_t pieceBytes,
+                   std::shared_ptr<std::atomic<std::size_t>> largest)
+      : inner_(std::move(inner)), ranksPerNode_(ranksPerNode), pieceBytes_(pieceBytes), largest_(std::move(largest)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char* kind() const override { return "message-size-probe"; }
+  int nodeId() const override { return inner_->nodeId(); }
+  std::size_t interNodeMessageBytes() const override { return pieceBytes_; }
+  RequestPtr isend(int peer, const void* data, std::size_t bytes, int tag) override {
+    if (peer / ranksPerNode_ != rank() / ranksPerNode_) {
+      std::size_t seen = largest_->load();
+      while (bytes > seen && !largest_->compare_exchange_weak(seen, bytes)) {
+      }
+    }
+    return inner_->isend(peer, data, bytes, tag);
+  }
+  RequestPtr irecv(int peer, void* data, std::size_t capacityBytes, int tag) override {
+    return inner_->irecv(peer, data, capacityBytes, tag);
+  }
+  std::unique_ptr<Transport> split(int, int) override { FAIL("the flat algorithms do not split"); return nullptr; }
+
+ private:
+  std::shared_ptr<Transport> inner_;
+  int ranksPerNode_;
+  std::size_t pieceBytes_;
+  std::shared_ptr<std::atomic<std::size_t>> largest_;
+};
+
+}  // namespace
+
+// The piece size is the transport's (Transport::interNodeMessageBytes): loopback's 48 KiB caps every
+// message between nodes, and a transport answering 0 (NCCL) gets whole messages (twoshot's smallest
+// here: a quarter of a default segment, 256 KiB of fp32). Same sums either way.
+TEST_CASE("the pieces between nodes are the transport's size", "[hierarchical_layouts]") {
+  const NodeLayout layout{4, 2};
+  const std::size_t count = 400009;
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
+                              Algorithm::kRecursiveDoubling}) {
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < layout.ranks; ++r) inputs.push_back(makeInput(r, count, true));
+    std::vector<std::vector<float>> reference;
+    for (std::size_t pieceBytes : {detail::kEagerMessageBytes, std::size_t{0}}) {
+      INFO(algorithmName(algorithm) << " pieces of " << pieceBytes << " bytes");
+      auto largest = std::make_shared<std::atomic<std::size_t>>(0);
+      std::vector<std::vector<float>> outputs(layout.ranks);
+      LoopbackGroup group(layout.ranks, layout.ranksPerNode);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+        auto probe = std::make_shared<MessageSizeProbe>(transport, layout.ranksPerNode, pieceBytes, largest);
+        REQUIRE(transport->interNodeMessageBytes() == detail::kEagerMessageBytes);
+        Communicator comm(probe);
+        outputs[rank] = inputs[rank];
+        AllreduceOptions opt;
+        opt.format.format = Format::kFp32;
+        opt.algorithm = algorithm;
+        comm.allreduce(outputs[rank].data(), count, opt);
+      });
+      if (pieceBytes > 0) {
+        CHECK(largest->load() <= pieceBytes);
+        CHECK(largest->load() > pieceBytes / 2);
+      } else {
+        CHECK(largest->load() > 2 * detail::kEagerMessageBytes);  // not cut
+      }
+      if (reference.empty()) reference = outputs;
+      REQUIRE(outputs == reference);
     }
   }
 }
