@@ -99,9 +99,15 @@ struct CommunicatorOptions {
   // Rank 0 prints auto's calibration and each choice with its predicted times to stderr, once per
   // format and size class.
   bool debug = false;
+  // Largest message the algorithms send to a rank on another node, in bytes; 0: whole segments and
+  // ranges. Unset: the transport's (Transport::interNodeMessageBytes: MPI 48 KiB, under Open MPI's TCP
+  // eager limit; NCCL 0). For MPI over another network (InfiniBand's eager and rendezvous limits differ
+  // from TCP's) a cluster may do better with another size. Every rank must pass the same value
+  // (checked like segmentCount). 0 or 1024 .. 2^30.
+  std::optional<std::size_t> interNodeMessageBytes;
 
   // ADAPREC_SEGMENT_COUNT, ADAPREC_CHECKSUM, ADAPREC_TIMEOUT, ADAPREC_TIMELINE, ADAPREC_MAX_QUANTIZATIONS,
-  // ADAPREC_CALIBRATION, ADAPREC_DEBUG; unset or empty keeps the default, an
+  // ADAPREC_CALIBRATION, ADAPREC_DEBUG, ADAPREC_MESSAGE_BYTES; unset or empty keeps the default, an
   // invalid value throws Error(kInvalidArgument) with one line naming the variable and valid values.
   static CommunicatorOptions fromEnvironment();
 };

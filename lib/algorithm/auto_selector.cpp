@@ -51,7 +51,7 @@ AutoSelector::AutoSelector(RankLayout layout, AutoSettings settings)
 
 CalibrationTopology AutoSelector::topology() const {
   return {static_cast<int>(layout_.nodeOf.size()), layout_.nodes(), layout_.maxRanksPerNode(),
-          codec::hostKernels().isa};
+          codec::hostKernels().isa, settings_.messageBytes};
 }
 
 AutoSelector::SizeClassKey AutoSelector::keyOf(Format format, std::size_t count) {

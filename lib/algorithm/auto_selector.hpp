@@ -22,6 +22,7 @@ struct AutoSettings {
   int maxQuantizations = 2;     // the error budget for lossy formats
   std::string calibrationPath;  // empty: probe, keep in memory only; a directory: calibrationFile()
   bool debug = false;           // rank 0 prints each choice once per format and size class
+  std::size_t messageBytes = 0;  // largest message between nodes (0: whole; always 0 on one node)
 };
 
 // The file ADAPREC_CALIBRATION=`path` names for this communicator: `path` itself, or, where `path` ends

@@ -220,7 +220,7 @@ Calibration measureCalibration(Transport& transport, const RankLayout& layout, c
   }
   c.loaded.alphaSeconds = c.inter.alphaSeconds;
   c.loaded.bytesPerSecond =
-      p > 1 ? loadedBytesPerSecond(transport, next, previous, linkBytes, nodes > 1 ? transport.interNodeMessageBytes() : 0,
+      p > 1 ? loadedBytesPerSecond(transport, next, previous, linkBytes, topology.messageBytes,
                                    c.inter.alphaSeconds)
             : 0.0;
   // Non-participants of the ping-pongs report 0; the agreement's max brings rank 0's values.

@@ -14,7 +14,8 @@
 namespace adaprec::detail {
 namespace {
 
-constexpr std::string_view kMagic = "adaprec-calibration 1";
+// Version 2 (2026-11-27) adds message_bytes; a version 1 file is refused (and probed again).
+constexpr std::string_view kMagic = "adaprec-calibration 2";
 
 const CodecCost& codecOf(const Calibration& calibration, Format format) {
   auto it = calibration.codec.find(format);
@@ -86,6 +87,11 @@ bool parseNumber(std::string_view text, double& value) {
          value <= 1e15;
 }
 
+bool parseSize(std::string_view text, std::size_t& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
 bool parseInt(std::string_view text, int& value) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   return !text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= 1;
@@ -155,7 +161,8 @@ std::string serializeCalibration(const Calibration& c) {
       << "ranks " << c.topology.ranks << '\n'
       << "nodes " << c.topology.nodes << '\n'
       << "ranks_per_node " << c.topology.ranksPerNode << '\n'
-      << "isa " << c.topology.isa << '\n';
+      << "isa " << c.topology.isa << '\n'
+      << "message_bytes " << c.topology.messageBytes << '\n';
   auto link = [&](const char* name, const LinkCost& l) {
     out << name << ' ' << exact(l.alphaSeconds) << ' ' << exact(l.bytesPerSecond) << '\n';
   };
@@ -171,7 +178,7 @@ std::string serializeCalibration(const Calibration& c) {
 
 std::optional<Calibration> parseCalibrationText(std::string_view text, std::string& why) {
   Calibration c;
-  bool seen[8] = {};  // ranks nodes ranks_per_node isa intra inter loaded magic
+  bool seen[9] = {};  // ranks nodes ranks_per_node isa intra inter loaded magic message_bytes
   std::size_t lineNumber = 0;
   auto fail = [&](std::string reason) {
     why = "line " + std::to_string(lineNumber) + ": " + reason;
@@ -199,6 +206,8 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
       const int index = key == "ranks" ? 0 : key == "nodes" ? 1 : 2;
       int* field = index == 0 ? &c.topology.ranks : index == 1 ? &c.topology.nodes : &c.topology.ranksPerNode;
       if (w.size() != 2 || !parseInt(w[1], *field) || !once(index)) return fail("bad or repeated " + std::string(key));
+    } else if (key == "message_bytes") {
+      if (w.size() != 2 || !parseSize(w[1], c.topology.messageBytes) || !once(8)) return fail("bad or repeated message_bytes");
     } else if (key == "isa") {
       if (w.size() != 2 || !once(3)) return fail("bad or repeated isa");
       c.topology.isa = std::string(w[1]);
@@ -227,8 +236,8 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
   }
   lineNumber = 0;
   if (!seen[7]) return fail("empty file");
-  for (int i = 0; i < 7; ++i) {
-    if (!seen[i]) return fail("missing ranks, nodes, ranks_per_node, isa, intra, inter or loaded");
+  for (int i : {0, 1, 2, 3, 4, 5, 6, 8}) {
+    if (!seen[i]) return fail("missing ranks, nodes, ranks_per_node, isa, message_bytes, intra, inter or loaded");
   }
   const CalibrationTopology& t = c.topology;
   if (t.nodes > t.ranks || t.ranksPerNode > t.ranks ||
@@ -247,8 +256,9 @@ std::optional<Calibration> parseCalibration(std::string_view text, const Calibra
   if (!(c.topology == expected)) {
     std::ostringstream s;
     s << "measured on another topology (file: " << c.topology.ranks << " ranks, " << c.topology.nodes << " nodes, "
-      << c.topology.ranksPerNode << " ranks/node, isa " << c.topology.isa << "; this job: " << expected.ranks
-      << ", " << expected.nodes << ", " << expected.ranksPerNode << ", " << expected.isa << ")";
+      << c.topology.ranksPerNode << " ranks/node, isa " << c.topology.isa << ", messages of "
+      << c.topology.messageBytes << " bytes between nodes; this job: " << expected.ranks << ", " << expected.nodes
+      << ", " << expected.ranksPerNode << ", " << expected.isa << ", " << expected.messageBytes << ")";
     why = s.str();
     return std::nullopt;
   }
@@ -260,9 +270,11 @@ std::string describeCalibration(const Calibration& c, std::string_view prefix) {
   char buffer[256];
   const std::string p(prefix);
   std::snprintf(buffer, sizeof buffer,
-                "%d rank(s), %d node(s), %d rank(s)/node, isa %s; intra alpha %.1f us beta %.3f GB/s; inter alpha "
-                "%.1f us beta %.3f GB/s; all ranks sending: %.3f GB/s each\n",
+                "%d rank(s), %d node(s), %d rank(s)/node, isa %s, messages between nodes %zu B (0: whole); intra "
+                "alpha %.1f us beta %.3f GB/s; inter alpha %.1f us beta %.3f GB/s; all ranks sending: %.3f GB/s "
+                "each\n",
                 c.topology.ranks, c.topology.nodes, c.topology.ranksPerNode, c.topology.isa.c_str(),
+                c.topology.messageBytes,
                 c.intra.alphaSeconds * 1e6, c.intra.bytesPerSecond / 1e9, c.inter.alphaSeconds * 1e6,
                 c.inter.bytesPerSecond / 1e9, c.loaded.bytesPerSecond / 1e9);
   out << p << buffer;

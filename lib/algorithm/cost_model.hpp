@@ -65,6 +65,9 @@ struct CalibrationTopology {
   int nodes = 1;
   int ranksPerNode = 1;  // on the fullest node
   std::string isa;       // the host codec variant (codec::hostKernels().isa)
+  // Largest message between nodes (the Communicator's piece size; 0: whole messages, and on one node):
+  // the loaded-link probe sends these pieces, and its figure holds only for them.
+  std::size_t messageBytes = 0;
   bool operator==(const CalibrationTopology&) const = default;
 };
 

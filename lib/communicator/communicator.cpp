@@ -92,6 +92,8 @@ struct Communicator::Impl {
   int maxRanksPerNode = 1;
   int minRanksPerNode = 1;
   std::size_t segmentCount = detail::kDefaultSegmentCount;
+  // Largest message to another node (CommunicatorOptions::interNodeMessageBytes, else the transport's).
+  std::size_t messageBytes = 0;
   std::unique_ptr<detail::Hierarchy> hierarchy;
   detail::Workspace workspace;
   std::map<std::string, Feedback, std::less<>> feedback;
@@ -162,6 +164,13 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                           options.maxQuantizations <= static_cast<int>(budget.max),
                       "CommunicatorOptions::maxQuantizations " << options.maxQuantizations
                                                                << " is invalid; valid values: " << budget.valid);
+    if (options.interNodeMessageBytes) {
+      const detail::EnvironmentVariable& message = detail::environmentVariable(detail::kEnvMessageBytes);
+      const std::size_t bytes = *options.interNodeMessageBytes;
+      ADAPREC_CHECK_ARG(bytes <= message.max && (bytes == 0 || bytes >= detail::kMinMessageBytes),
+                        "CommunicatorOptions::interNodeMessageBytes " << bytes << " is invalid; valid values: "
+                                                                      << message.valid);
+    }
     codec::hostKernels();  // ADAPREC_CPU_ISA is refused now, not at the first encode
     ranksPerNode = detail::ranksPerNodeOverride();
     if (!options.timelinePath.empty())
@@ -174,8 +183,9 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   // local validation failed (as p - rank, so 0 means none).
   const int p = impl_->transport->size();
   const int r = impl_->transport->rank();
-  const std::uint64_t settings =
-      detail::signatureOf(1, options.segmentCount, ranksPerNode, options.checksum, options.maxQuantizations);
+  impl_->messageBytes = options.interNodeMessageBytes.value_or(impl_->transport->interNodeMessageBytes());
+  const std::uint64_t settings = detail::signatureOf(1, options.segmentCount, ranksPerNode, options.checksum,
+                                                     options.maxQuantizations, impl_->messageBytes);
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 3, 0);
   ids[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
   ids[static_cast<std::size_t>(p)] = localError ? 0 : settings;
@@ -191,8 +201,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                 "ranks disagree on the communicator's settings (this rank: "
                     << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName
                     << '=' << ranksPerNode << ' ' << detail::kEnvChecksum << '=' << (options.checksum ? 1 : 0) << ' '
-                    << detail::kEnvMaxQuantizations << '=' << options.maxQuantizations
-                    << "); set the same values on every rank");
+                    << detail::kEnvMaxQuantizations << '=' << options.maxQuantizations << ' '
+                    << detail::kEnvMessageBytes << '=' << impl_->messageBytes << "); set the same values on every rank");
   ids.resize(static_cast<std::size_t>(p));
   std::map<std::uint64_t, int> perNode;
   for (std::uint64_t id : ids) ++perNode[id];
@@ -204,7 +214,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   std::map<std::uint64_t, int> nodeIndex;
   for (std::uint64_t id : ids) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
   impl_->autoSelector = std::make_unique<detail::AutoSelector>(
-      std::move(layout), detail::AutoSettings{options.maxQuantizations, options.calibrationPath, options.debug});
+      std::move(layout), detail::AutoSettings{options.maxQuantizations, options.calibrationPath, options.debug,
+                                                    impl_->nodes > 1 ? impl_->messageBytes : 0});
 }
 
 Communicator::~Communicator() {
@@ -470,7 +481,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
                                impl_->workspace};
   ctx.timeline = impl_->timeline.get();
   ctx.device = device;
-  if (impl_->nodes > 1) ctx.messageBytes = impl_->transport->interNodeMessageBytes();
+  if (impl_->nodes > 1) ctx.messageBytes = impl_->messageBytes;
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(impl_->nodes);

@@ -20,6 +20,11 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
       detail::readEnvironmentUnsigned(detail::kEnvMaxQuantizations).value_or(kDefaultMaxQuantizations));
   options.calibrationPath = detail::environmentText(detail::kEnvCalibration).value_or("");
   options.debug = detail::readEnvironmentFlag(detail::kEnvDebug).value_or(false);
+  if (const auto bytes = detail::readEnvironmentUnsigned(detail::kEnvMessageBytes)) {
+    if (*bytes != 0 && *bytes < detail::kMinMessageBytes)
+      detail::rejectEnvironmentValue(detail::kEnvMessageBytes, std::to_string(*bytes));
+    options.interNodeMessageBytes = static_cast<std::size_t>(*bytes);
+  }
   return options;
 }
 
@@ -54,7 +59,9 @@ std::string EnvironmentConfig::agreedSettings() const {
       << kEnvMinBytes << '=' << minBytes << ' ' << kEnvRanksPerNode << '='
       << (ranksPerNode > 0 ? std::to_string(ranksPerNode) : std::string("unset")) << ' '
       << detail::kEnvSegmentCount << '=' << communicator.segmentCount << ' ' << detail::kEnvChecksum << '='
-      << (communicator.checksum ? 1 : 0);
+      << (communicator.checksum ? 1 : 0) << ' ' << detail::kEnvMessageBytes << '='
+      << (communicator.interNodeMessageBytes ? std::to_string(*communicator.interNodeMessageBytes)
+                                             : std::string("transport"));
   return out.str();
 }
 

@@ -59,6 +59,11 @@ const std::array kVariables = {
                         "auto's cost-model calibration: loaded if it matches the job's topology, else probed and "
                         "written there",
                         0, 0, false},
+    EnvironmentVariable{"ADAPREC_MESSAGE_BYTES", "every program",
+                        "0 (whole messages) or a decimal integer from 1024 to 1073741824",
+                        "the transport's (MPI 49152, NCCL 0)",
+                        "largest message the algorithms send between nodes; 0: whole segments and ranges",
+                        0, std::uint64_t{1} << 30, true},
     EnvironmentVariable{"ADAPREC_DEBUG", "every program", "0, 1", "0",
                         "1: rank 0 prints auto's calibration and each choice with its predicted times (once per "
                         "format and size class)",

@@ -7,6 +7,7 @@
 // throws Error(kInvalidArgument) with one line: "ADAPREC_X='text' is invalid; valid values: ...".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -59,5 +60,9 @@ inline constexpr std::string_view kEnvTimeline = "ADAPREC_TIMELINE";
 inline constexpr std::string_view kEnvMaxQuantizations = "ADAPREC_MAX_QUANTIZATIONS";
 inline constexpr std::string_view kEnvCalibration = "ADAPREC_CALIBRATION";
 inline constexpr std::string_view kEnvDebug = "ADAPREC_DEBUG";
+inline constexpr std::string_view kEnvMessageBytes = "ADAPREC_MESSAGE_BYTES";
+// ADAPREC_MESSAGE_BYTES's values between 1 and this are refused (each message costs a round of the
+// transport's per-message work): 0 or at least 1 KiB.
+inline constexpr std::size_t kMinMessageBytes = 1024;
 
 }  // namespace adaprec::detail

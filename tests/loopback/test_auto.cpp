@@ -148,7 +148,7 @@ TEST_CASE("ADAPREC_CALIBRATION: written after a probe, reloaded exactly, bad fil
   CHECK(second.choices[0] == first.choices[0]);
 
   // Malformed: reported in one line, probed again, rewritten.
-  std::ofstream(path) << "adaprec-calibration 1\nranks 4\nnodes x\n";
+  std::ofstream(path) << "adaprec-calibration 2\nranks 4\nnodes x\n";
   Probed third;
   const std::string malformed = capturingStderr([&] { third = probeWith(path); });
   CHECK(lines(malformed, "ignored: line 3: bad or repeated nodes") == 1);

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
 #include "transport/eager_message.hpp"
 #include "engine_check.hpp"
@@ -195,35 +197,48 @@ class MessageSizeProbe final : public Transport {
 
 }  // namespace
 
-// The piece size is the transport's (Transport::interNodeMessageBytes): loopback's 48 KiB caps every
-// message between nodes, and a transport answering 0 (NCCL) gets whole messages (twoshot's smallest
-// here: a quarter of a default segment, 256 KiB of fp32). Same sums either way.
-TEST_CASE("the pieces between nodes are the transport's size", "[hierarchical_layouts]") {
+// The piece size is the transport's (Transport::interNodeMessageBytes) unless the Communicator's options
+// (ADAPREC_MESSAGE_BYTES) set one: loopback's 48 KiB caps every message between nodes, a transport
+// answering 0 (NCCL) gets whole messages (twoshot's smallest here: a quarter of a default segment,
+// 256 KiB of fp32), and an option overrides either way. Same sums in every case.
+TEST_CASE("the pieces between nodes are the transport's size or the option's", "[hierarchical_layouts]") {
   const NodeLayout layout{4, 2};
   const std::size_t count = 400009;
+  struct Case {
+    std::size_t transportBytes;
+    std::optional<std::size_t> optionBytes;
+    std::size_t expected;  // 0: whole messages
+  };
+  const Case cases[] = {{detail::kEagerMessageBytes, std::nullopt, detail::kEagerMessageBytes},
+                        {0, std::nullopt, 0},
+                        {detail::kEagerMessageBytes, 0, 0},
+                        {0, 8192, 8192}};
   for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
                               Algorithm::kRecursiveDoubling}) {
     std::vector<std::vector<float>> inputs;
     for (int r = 0; r < layout.ranks; ++r) inputs.push_back(makeInput(r, count, true));
     std::vector<std::vector<float>> reference;
-    for (std::size_t pieceBytes : {detail::kEagerMessageBytes, std::size_t{0}}) {
-      INFO(algorithmName(algorithm) << " pieces of " << pieceBytes << " bytes");
+    for (const Case& c : cases) {
+      INFO(algorithmName(algorithm) << ": transport " << c.transportBytes << " bytes, option "
+                                    << (c.optionBytes ? std::to_string(*c.optionBytes) : "unset"));
       auto largest = std::make_shared<std::atomic<std::size_t>>(0);
       std::vector<std::vector<float>> outputs(layout.ranks);
       LoopbackGroup group(layout.ranks, layout.ranksPerNode);
       runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-        auto probe = std::make_shared<MessageSizeProbe>(transport, layout.ranksPerNode, pieceBytes, largest);
+        auto probe = std::make_shared<MessageSizeProbe>(transport, layout.ranksPerNode, c.transportBytes, largest);
         REQUIRE(transport->interNodeMessageBytes() == detail::kEagerMessageBytes);
-        Communicator comm(probe);
+        CommunicatorOptions options;
+        options.interNodeMessageBytes = c.optionBytes;
+        Communicator comm(probe, options);
         outputs[rank] = inputs[rank];
         AllreduceOptions opt;
         opt.format.format = Format::kFp32;
         opt.algorithm = algorithm;
         comm.allreduce(outputs[rank].data(), count, opt);
       });
-      if (pieceBytes > 0) {
-        CHECK(largest->load() <= pieceBytes);
-        CHECK(largest->load() > pieceBytes / 2);
+      if (c.expected > 0) {
+        CHECK(largest->load() <= c.expected);
+        CHECK(largest->load() > c.expected / 2);
       } else {
         CHECK(largest->load() > 2 * detail::kEagerMessageBytes);  // not cut
       }
@@ -231,4 +246,29 @@ TEST_CASE("the pieces between nodes are the transport's size", "[hierarchical_la
       REQUIRE(outputs == reference);
     }
   }
+}
+
+// The piece size shapes every message, so ranks must agree on it (a sender's pieces would not match
+// the receiver's); a size between 1 and 1023 is refused.
+TEST_CASE("ranks that disagree on the piece size get no communicator", "[hierarchical_layouts]") {
+  LoopbackGroup group(4, 2);
+  std::vector<std::string> errors(4);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.interNodeMessageBytes = rank == 3 ? 65536 : 49152;
+    try {
+      Communicator comm(transport, options);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kMismatch);
+      errors[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  for (const std::string& e : errors) CHECK(e.find("ADAPREC_MESSAGE_BYTES=") != std::string::npos);
+
+  LoopbackGroup small(2, 1);
+  runLoopback(small, [&](int, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.interNodeMessageBytes = 1000;
+    CHECK_THROWS_AS(Communicator(transport, options), Error);
+  });
 }

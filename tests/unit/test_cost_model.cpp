@@ -171,6 +171,9 @@ TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign o
   CHECK(refused(text + "colour blue\n", c.topology));
   CHECK(refused(replaced("codec fp32", "codec fp33"), c.topology));
   CHECK(refused(replaced("\nnative 1048576", "\nnative 100"), c.topology));  // sizes must ascend
+  CHECK(refused(replaced("message_bytes 0\n", ""), c.topology));                   // missing
+  CHECK(refused(replaced("message_bytes 0", "message_bytes -1"), c.topology));
+  CHECK(refused(replaced("adaprec-calibration 2", "adaprec-calibration 1"), c.topology));  // before message_bytes
   {
     // A topology that cannot exist (found by fuzz_calibration: predictions came out negative), even
     // when the job claims the same: more nodes than ranks, or a node fuller than the job.
@@ -185,6 +188,7 @@ TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign o
   }
   // Another topology: each field.
   for (CalibrationTopology other : {CalibrationTopology{5, 4, 1, "test"}, CalibrationTopology{4, 2, 2, "test"},
-                                    CalibrationTopology{4, 4, 2, "test"}, CalibrationTopology{4, 4, 1, "avx2"}})
+                                    CalibrationTopology{4, 4, 2, "test"}, CalibrationTopology{4, 4, 1, "avx2"},
+                                    CalibrationTopology{4, 4, 1, "test", 49152}})
     CHECK(refused(text, other));
 }

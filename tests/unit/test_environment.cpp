@@ -10,6 +10,7 @@
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
 #include "config/environment_variables.hpp"
+#include "transport/eager_message.hpp"
 
 using namespace adaprec;
 using namespace adaprec::detail;
@@ -108,6 +109,26 @@ TEST_CASE("docs/cluster.md lists every ADAPREC_* variable with its declared defa
     const std::string line = docs.substr(at, docs.find('\n', at) - at);
     CHECK_THAT(line, Catch::Contains(std::string(v.defaultText)));
   }
+}
+
+TEST_CASE("ADAPREC_MESSAGE_BYTES", "[environment]") {
+  CHECK_FALSE(CommunicatorOptions::fromEnvironment().interNodeMessageBytes.has_value());  // the transport's
+  CHECK_THAT(std::string(environmentVariable("ADAPREC_MESSAGE_BYTES").defaultText),
+             Catch::Contains("MPI " + std::to_string(kEagerMessageBytes)));
+  for (const char* bad : {"1", "1023", "1073741825", "-1", "48k"})
+    CHECK_THAT(failure("ADAPREC_MESSAGE_BYTES", bad),
+               Catch::Contains(std::string("ADAPREC_MESSAGE_BYTES='") + bad + "' is invalid; valid values: 0 (whole"));
+  for (const char* good : {"0", "1024", "65536", "1073741824"}) {
+    INFO(good);
+    CHECK(failure("ADAPREC_MESSAGE_BYTES", good).empty());
+    setenv("ADAPREC_MESSAGE_BYTES", good, 1);
+    CHECK(CommunicatorOptions::fromEnvironment().interNodeMessageBytes == std::stoull(good));
+    CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(),
+               Catch::Contains(std::string("ADAPREC_MESSAGE_BYTES=") + good));
+    unsetenv("ADAPREC_MESSAGE_BYTES");
+  }
+  CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(),
+             Catch::Contains("ADAPREC_MESSAGE_BYTES=transport"));
 }
 
 TEST_CASE("ADAPREC_CHECKSUM and ADAPREC_TIMEOUT", "[environment]") {
