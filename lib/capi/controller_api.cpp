@@ -141,7 +141,7 @@ extern "C" void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions* opti
   *options = AdaPrec_ControllerOptions{};
   options->continuationSteps = defaults.continuationSteps;
   options->maxOverhead = defaults.maxOverhead;
-  options->rule = ADAPREC_RULE_GAIN;
+  options->rule = defaults.rule == ctl::DecisionRule::kRiskAware ? ADAPREC_RULE_RISK : ADAPREC_RULE_GAIN;
   options->prune = defaults.prune ? 1 : 0;
   options->minSpeedup = defaults.minSpeedup;
 }
