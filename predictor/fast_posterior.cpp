@@ -279,8 +279,10 @@ class SymmetricTables {
     return ThetaProducts(data, stepMeans(data), weights_, meanWeights_, equalWeights_, true);
   }
 
-  // Sets every cell's theta-dependent sums (wg, wgg, wyg per curve; mwg, mwgg, mwyg) for the basis g at
+  // Sets every cell's theta-dependent sums (wg, wgg; mwg, mwgg, mwyg) for the basis g at
   // Data::distinctX (= the common steps); the rest was set once. Cell (j, k) is at j * tau count + k.
+  // The per-curve sums wyg, like wy, do not depend on tau: they are set in each node's first cell
+  // (k = 0) only, and the evaluation of cell (j, k) reads them there.
   const std::vector<detail::SymmetricSums>& thetaSums(const detail::Data& data, const std::vector<double>& g) {
     const std::size_t curveCount = data.curves.size();
     const bool shared = shared_ && shared_->ready();
@@ -301,13 +303,13 @@ class SymmetricTables {
         s.wgg = p(j, 1);
         s.mwg = m(row, 0);
         s.mwgg = m(row, 1);
+        s.mwyg = shared ? m(row, 2) - annealingGain_ * m(row, 3) : m(row, 2);
+        if (k > 0) continue;
         if (shared) {
           for (std::size_t c = 0; c < curveCount; ++c)
             s.wyg[c] = p(j, 2 + static_cast<Eigen::Index>(c)) - annealingGain_ * p(j, annealingColumn);
-          s.mwyg = m(row, 2) - annealingGain_ * m(row, 3);
         } else {
           for (std::size_t c = 0; c < curveCount; ++c) s.wyg[c] = p(j, 2 + static_cast<Eigen::Index>(c));
-          s.mwyg = m(row, 2);
         }
       }
     }
@@ -341,21 +343,24 @@ class CellEvaluator {
     const std::size_t sharedCount = nodes.shared.size();
     for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
       detail::SymmetricContrasts contrasts;
-      if (sums) contrasts = detail::symmetricContrasts((*sums)[j * sharedCount], prior_);
+      const detail::SymmetricSums* first = sums ? &(*sums)[j * sharedCount] : nullptr;  // wy, wyg: see thetaSums
+      if (first) contrasts = detail::symmetricContrasts(*first, prior_);
       for (std::size_t k = 0; k < sharedCount; ++k) {
-        Cell cell = shape;
-        cell.logSigma = nodes.logSd[j];
-        cell.binomialScale = nodes.scale[j];
-        cell.sharedSd = nodes.shared[k];
         // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
-        const double floor = maxLog_ - margin_ - cell.logPrior;
+        const double floor = maxLog_ - margin_ - shape.logPrior;
         const double logEvidence =
-            sums ? detail::symmetricEvidence((*sums)[j * sharedCount + k], prior_, contrasts, &fits_, floor)
-                 : detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
-        cell.logWeight = cell.logPrior + logEvidence;
+            first ? detail::symmetricEvidence((*sums)[j * sharedCount + k], *first, prior_, contrasts, &fits_, floor)
+                  : detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
+        const double logWeight = shape.logPrior + logEvidence;
         // A cell lighter than the margin below the heaviest so far can never survive pruning: it is
-        // not kept at all (its mass is below the pruned mass by construction).
-        if (cell.logWeight > maxLog_ - margin_) {
+        // not kept at all (its mass is below the pruned mass by construction). Most cells are not
+        // (98 % of the base grid's with a schedule): the cell is only built for those that are.
+        if (logWeight > maxLog_ - margin_) {
+          Cell cell = shape;
+          cell.logSigma = nodes.logSd[j];
+          cell.binomialScale = nodes.scale[j];
+          cell.sharedSd = nodes.shared[k];
+          cell.logWeight = logWeight;
           cell.fit = static_cast<std::ptrdiff_t>(pool.size());
           pool.insert(pool.end(), fits_.begin(), fits_.end());
           maxLog_ = std::max(maxLog_, cell.logWeight);

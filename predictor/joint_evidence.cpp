@@ -136,7 +136,12 @@ double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, std
 
 double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
                          std::vector<CurveFit>* marginals, double floor) {
-  const std::size_t curveCount = s.wy.size();
+  return symmetricEvidence(s, s, prior, contrasts, marginals, floor);
+}
+
+double symmetricEvidence(const SymmetricSums& s, const SymmetricSums& curves, const EvidencePrior& prior,
+                         const SymmetricContrasts& contrasts, std::vector<CurveFit>* marginals, double floor) {
+  const std::size_t curveCount = curves.wy.size();
   const double count = static_cast<double>(curveCount);
   const double rootCount = std::sqrt(count);
   const double i00 = contrasts.i00, i01 = contrasts.i01, i11 = contrasts.i11;
@@ -160,7 +165,7 @@ double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, con
   const double sdB = std::sqrt(covBB);
   if (marginals) marginals->resize(curveCount);
   for (std::size_t c = 0; c < curveCount; ++c) {
-    const double d0 = s.wy[c] - rBar0, d1 = s.wyg[c] - rBar1;
+    const double d0 = curves.wy[c] - rBar0, d1 = curves.wyg[c] - rBar1;
     const double meanA = mu0 / rootCount + i00 * d0 + i01 * d1;
     const double meanB = mu1 / rootCount + i01 * d0 + i11 * d1;
     logEvidence += logNormalCdf(meanB / sdB);

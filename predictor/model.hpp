@@ -183,6 +183,11 @@ struct SymmetricContrasts {
 SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const EvidencePrior& prior);
 double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
                          std::vector<CurveFit>* marginals, double floor);
+// The same with the per-curve sums (wy, wyg) taken from `curves` and everything else from `sums`: the
+// per-curve sums do not depend on tau either, so fitFast keeps them in each noise node's first cell
+// only (the cells of one node's tau values differ only in the mean direction's sums).
+double symmetricEvidence(const SymmetricSums& sums, const SymmetricSums& curves, const EvidencePrior& prior,
+                         const SymmetricContrasts& contrasts, std::vector<CurveFit>* marginals, double floor);
 // The sums by their definition, point by point (fitFast forms them faster, per grid node).
 SymmetricSums symmetricSums(const Data& data, const std::vector<double>& g, double sigma, double binomialScale,
                             double sharedSd);
