@@ -337,20 +337,37 @@ class CellEvaluator {
   // The data the next cells see (the observations less one annealing node's c * S2).
   void use(const detail::Data& data) { data_ = &data; }
 
+  // The symmetric layout's 2x2 inverses (they do not depend on the observations): computed per cell
+  // (kOwn), or kept for the next calls (kKeep) that evaluate the same theta and noise nodes for another
+  // annealing node of the base grid (kReuse).
+  enum class Inverses { kOwn, kKeep, kReuse };
   void add(const Cell& shape, const NoiseNodes& nodes, SymmetricTables* tables, const std::vector<double>& g,
-           std::vector<Cell>& cells, FitPool& pool) {
+           std::vector<Cell>& cells, FitPool& pool, Inverses inverses = Inverses::kOwn) {
     const std::vector<detail::SymmetricSums>* sums = tables ? &tables->thetaSums(*data_, g) : nullptr;
     const std::size_t sharedCount = nodes.shared.size();
+    const bool stored = inverses != Inverses::kOwn;
+    if (sums && inverses == Inverses::kKeep) {
+      contrastInverses_.resize(nodes.sd.size());
+      meanInverses_.resize(sums->size());
+      for (std::size_t j = 0; j < nodes.sd.size(); ++j)
+        contrastInverses_[j] = detail::contrastInverse((*sums)[j * sharedCount], prior_);
+      for (std::size_t i = 0; i < sums->size(); ++i) meanInverses_[i] = detail::meanInverse((*sums)[i], prior_);
+    }
     for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
       detail::SymmetricContrasts contrasts;
       const detail::SymmetricSums* first = sums ? &(*sums)[j * sharedCount] : nullptr;  // wy, wyg: see thetaSums
-      if (first) contrasts = detail::symmetricContrasts(*first, prior_);
+      if (first) {
+        contrasts = stored ? detail::symmetricContrasts(*first, prior_, contrastInverses_[j])
+                           : detail::symmetricContrasts(*first, prior_);
+      }
       for (std::size_t k = 0; k < sharedCount; ++k) {
         // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
         const double floor = maxLog_ - margin_ - shape.logPrior;
+        const std::size_t index = j * sharedCount + k;
         const double logEvidence =
-            first ? detail::symmetricEvidence((*sums)[j * sharedCount + k], *first, prior_, contrasts, &fits_, floor)
-                  : detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_);
+            !first  ? detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_)
+            : stored ? detail::symmetricEvidence((*sums)[index], *first, prior_, contrasts, meanInverses_[index], &fits_, floor)
+                     : detail::symmetricEvidence((*sums)[index], *first, prior_, contrasts, &fits_, floor);
         const double logWeight = shape.logPrior + logEvidence;
         // A cell lighter than the margin below the heaviest so far can never survive pruning: it is
         // not kept at all (its mass is below the pruned mass by construction). Most cells are not
@@ -374,6 +391,7 @@ class CellEvaluator {
   const detail::Data* data_;
   const detail::EvidencePrior& prior_;
   std::vector<CurveFit> fits_;
+  std::vector<detail::SymmetricInverse> contrastInverses_, meanInverses_;  // per noise node, per cell
   double margin_;
   double maxLog_ = -std::numeric_limits<double>::infinity();
 };
@@ -553,7 +571,10 @@ std::shared_ptr<PosteriorState> fastPosteriorState(const std::vector<Curve>& cur
       const Cell shape{node.family, node.u0, node.u1, 0, 1, 0, a, node.h0, node.h1, noiseHalfWidth,
                        node.logPrior + logNoisePrior + logAnnealingPrior, 0, -1};
       evaluator.use(shifted[a]);
-      evaluator.add(shape, nodes, tables[a] ? &*tables[a] : nullptr, g, cells, pool);
+      evaluator.add(shape, nodes, tables[a] ? &*tables[a] : nullptr, g, cells, pool,
+                    annealingCount == 1 ? CellEvaluator::Inverses::kOwn
+                    : a == 0            ? CellEvaluator::Inverses::kKeep
+                                        : CellEvaluator::Inverses::kReuse);
     }
   }
 

@@ -103,16 +103,33 @@ double jointEvidence(const Data& data, const EvidencePrior& prior, const std::ve
   return logEvidence;
 }
 
+namespace {
+SymmetricInverse inverse2x2(double a00, double a01, double a11) {
+  const double det = a00 * a11 - a01 * a01;
+  return {a11 / det, -a01 / det, a00 / det, std::log(det)};
+}
+}  // namespace
+
+SymmetricInverse contrastInverse(const SymmetricSums& s, const EvidencePrior& prior) {
+  // Contrasts: precision A = V0^-1 + X'D^-1 X, shared by all C - 1 of them, prior mean 0.
+  return inverse2x2(prior.precA + s.w, s.wg, prior.precB + s.wgg);
+}
+
+SymmetricInverse meanInverse(const SymmetricSums& s, const EvidencePrior& prior) {
+  return inverse2x2(prior.precA + s.mw, s.mwg, prior.precB + s.mwgg);
+}
+
 SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrior& prior) {
+  return symmetricContrasts(s, prior, contrastInverse(s, prior));
+}
+
+SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrior&, const SymmetricInverse& inverse) {
   const std::size_t curveCount = s.wy.size();
   const double count = static_cast<double>(curveCount);
-  // Contrasts: precision A = V0^-1 + X'D^-1 X, shared by all C - 1 of them, prior mean 0.
-  const double a00 = prior.precA + s.w, a01 = s.wg, a11 = prior.precB + s.wgg;
-  const double det = a00 * a11 - a01 * a01;
   SymmetricContrasts out;
-  out.i00 = a11 / det;
-  out.i01 = -a01 / det;
-  out.i11 = a00 / det;
+  out.i00 = inverse.i00;
+  out.i01 = inverse.i01;
+  out.i11 = inverse.i11;
   double quadContrast = 0;
   for (std::size_t c = 0; c < curveCount; ++c) {
     out.rBar0 += s.wy[c];
@@ -125,7 +142,7 @@ SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrio
   quadContrast -= count * (out.i00 * out.rBar0 * out.rBar0 + 2.0 * out.i01 * out.rBar0 * out.rBar1 +
                            out.i11 * out.rBar1 * out.rBar1);
   out.logEvidence = -0.5 * ((s.wyy - count * s.wyMeanSq) - quadContrast +
-                            (count - 1.0) * (s.logVariance + std::log(det) + s.count * kLog2Pi));
+                            (count - 1.0) * (s.logVariance + inverse.logDet + s.count * kLog2Pi));
   return out;
 }
 
@@ -141,6 +158,12 @@ double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, con
 
 double symmetricEvidence(const SymmetricSums& s, const SymmetricSums& curves, const EvidencePrior& prior,
                          const SymmetricContrasts& contrasts, std::vector<CurveFit>* marginals, double floor) {
+  return symmetricEvidence(s, curves, prior, contrasts, meanInverse(s, prior), marginals, floor);
+}
+
+double symmetricEvidence(const SymmetricSums& s, const SymmetricSums& curves, const EvidencePrior& prior,
+                         const SymmetricContrasts& contrasts, const SymmetricInverse& mean,
+                         std::vector<CurveFit>* marginals, double floor) {
   const std::size_t curveCount = curves.wy.size();
   const double count = static_cast<double>(curveCount);
   const double rootCount = std::sqrt(count);
@@ -148,13 +171,11 @@ double symmetricEvidence(const SymmetricSums& s, const SymmetricSums& curves, co
   const double rBar0 = contrasts.rBar0, rBar1 = contrasts.rBar1;
   double logEvidence = contrasts.logEvidence;
   // The mean direction: data sqrt(C) ybar_t with variance v_t + C tau^2, prior N(sqrt(C) m0, V0).
-  const double b00 = prior.precA + s.mw, b01 = s.mwg, b11 = prior.precB + s.mwgg;
-  const double detMean = b00 * b11 - b01 * b01;
-  const double j00 = b11 / detMean, j01 = -b01 / detMean, j11 = b00 / detMean;
+  const double j00 = mean.i00, j01 = mean.i01, j11 = mean.i11;
   const double h0 = rootCount * (prior.precA * prior.meanA + s.mwy);
   const double h1 = rootCount * (prior.precB * prior.meanB + s.mwyg);
   const double mu0 = j00 * h0 + j01 * h1, mu1 = j01 * h0 + j11 * h1;
-  logEvidence -= 0.5 * (count * s.mwyy - (h0 * mu0 + h1 * mu1) + s.mLogVariance + std::log(detMean) +
+  logEvidence -= 0.5 * (count * s.mwyy - (h0 * mu0 + h1 * mu1) + s.mLogVariance + mean.logDet +
                         s.count * kLog2Pi);
   logEvidence += count * prior.constant;
   if (logEvidence < floor) return logEvidence;

@@ -181,6 +181,18 @@ struct SymmetricContrasts {
   double rBar0 = 0, rBar1 = 0;       // mean over the curves of (sum w y_c, sum w g y_c)
 };
 SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const EvidencePrior& prior);
+// A 2x2 posterior precision's inverse and log determinant: the contrasts' A (from w, wg, wgg) or the
+// mean direction's B (from mw, mwg, mwgg). Neither depends on the observations, so fitFast computes them
+// once per theta and noise cell and shares them across the annealing nodes (whose sums differ only in
+// the observations, y - c S2).
+struct SymmetricInverse {
+  double i00 = 0, i01 = 0, i11 = 0;
+  double logDet = 0;
+};
+SymmetricInverse contrastInverse(const SymmetricSums& sums, const EvidencePrior& prior);
+SymmetricInverse meanInverse(const SymmetricSums& sums, const EvidencePrior& prior);
+SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const EvidencePrior& prior,
+                                      const SymmetricInverse& inverse);
 double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
                          std::vector<CurveFit>* marginals, double floor);
 // The same with the per-curve sums (wy, wyg) taken from `curves` and everything else from `sums`: the
@@ -188,6 +200,10 @@ double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, 
 // only (the cells of one node's tau values differ only in the mean direction's sums).
 double symmetricEvidence(const SymmetricSums& sums, const SymmetricSums& curves, const EvidencePrior& prior,
                          const SymmetricContrasts& contrasts, std::vector<CurveFit>* marginals, double floor);
+// The same with the mean direction's inverse given (meanInverse(sums, prior)).
+double symmetricEvidence(const SymmetricSums& sums, const SymmetricSums& curves, const EvidencePrior& prior,
+                         const SymmetricContrasts& contrasts, const SymmetricInverse& mean,
+                         std::vector<CurveFit>* marginals, double floor);
 // The sums by their definition, point by point (fitFast forms them faster, per grid node).
 SymmetricSums symmetricSums(const Data& data, const std::vector<double>& g, double sigma, double binomialScale,
                             double sharedSd);
