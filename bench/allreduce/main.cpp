@@ -80,7 +80,8 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     std::map<int, int> nodeIndex;
     for (int id : ranks.nodeIds()) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
     const CommunicatorOptions environment = CommunicatorOptions::fromEnvironment();
-    detail::AutoSelector selector(std::move(layout), {environment.maxQuantizations, environment.calibrationPath, false});
+    detail::AutoSelector selector(std::move(layout), {environment.maxQuantizations, environment.calibrationPath, false,
+                                                      comm.interNodeMessageBytes()});
     for (Format format : modelFormats(options)) selector.ensureCalibration(comm.transport(), format);
     model = selector.calibration();
     probeSeconds = ranks.maxOverRanks(selector.probeSeconds());

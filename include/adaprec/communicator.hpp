@@ -201,6 +201,9 @@ class Communicator {
   int rank() const;
   int size() const;
   Transport& transport();
+  // The largest message the algorithms send to another node (CommunicatorOptions::interNodeMessageBytes,
+  // else the transport's); 0: whole messages, and always 0 when every rank is on one node.
+  std::size_t interNodeMessageBytes() const;
 
   // In place: buf holds this rank's contribution and receives the sum.
   AllreduceStats allreduce(float* buf, std::size_t count, const AllreduceOptions& options = {});

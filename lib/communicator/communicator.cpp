@@ -215,7 +215,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   for (std::uint64_t id : ids) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
   impl_->autoSelector = std::make_unique<detail::AutoSelector>(
       std::move(layout), detail::AutoSettings{options.maxQuantizations, options.calibrationPath, options.debug,
-                                                    impl_->nodes > 1 ? impl_->messageBytes : 0});
+                                                    interNodeMessageBytes()});
 }
 
 Communicator::~Communicator() {
@@ -231,6 +231,7 @@ void Communicator::setDevice(std::shared_ptr<detail::DeviceCodec> device) {
 int Communicator::rank() const { return impl_->transport->rank(); }
 int Communicator::size() const { return impl_->transport->size(); }
 Transport& Communicator::transport() { return *impl_->transport; }
+std::size_t Communicator::interNodeMessageBytes() const { return impl_->nodes > 1 ? impl_->messageBytes : 0; }
 const AllreduceStats& Communicator::totals() const { return impl_->totals; }
 
 void Communicator::resetErrorFeedback() { impl_->feedback.clear(); }
@@ -481,7 +482,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
                                impl_->workspace};
   ctx.timeline = impl_->timeline.get();
   ctx.device = device;
-  if (impl_->nodes > 1) ctx.messageBytes = impl_->messageBytes;
+  ctx.messageBytes = interNodeMessageBytes();
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(impl_->nodes);

@@ -230,6 +230,7 @@ TEST_CASE("the pieces between nodes are the transport's size or the option's", "
         CommunicatorOptions options;
         options.interNodeMessageBytes = c.optionBytes;
         Communicator comm(probe, options);
+        CHECK(comm.interNodeMessageBytes() == c.expected);
         outputs[rank] = inputs[rank];
         AllreduceOptions opt;
         opt.format.format = Format::kFp32;
@@ -264,6 +265,14 @@ TEST_CASE("ranks that disagree on the piece size get no communicator", "[hierarc
     }
   });
   for (const std::string& e : errors) CHECK(e.find("ADAPREC_MESSAGE_BYTES=") != std::string::npos);
+
+  // On one node nothing is cut, whatever the option says.
+  LoopbackGroup oneNode(2, 2);
+  runLoopback(oneNode, [&](int, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.interNodeMessageBytes = 65536;
+    CHECK(Communicator(transport, options).interNodeMessageBytes() == 0);
+  });
 
   LoopbackGroup small(2, 1);
   runLoopback(small, [&](int, std::shared_ptr<Transport> transport) {
