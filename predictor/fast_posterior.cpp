@@ -356,18 +356,17 @@ class CellEvaluator {
     for (std::size_t j = 0; j < nodes.sd.size(); ++j) {
       detail::SymmetricContrasts contrasts;
       const detail::SymmetricSums* first = sums ? &(*sums)[j * sharedCount] : nullptr;  // wy, wyg: see thetaSums
-      if (first) {
-        contrasts = stored ? detail::symmetricContrasts(*first, prior_, contrastInverses_[j])
-                           : detail::symmetricContrasts(*first, prior_);
-      }
+      if (first)
+        contrasts = detail::symmetricContrasts(*first, stored ? contrastInverses_[j] : detail::contrastInverse(*first, prior_));
       for (std::size_t k = 0; k < sharedCount; ++k) {
         // A cell that cannot reach the pool needs neither its truncation factors nor its posteriors.
         const double floor = maxLog_ - margin_ - shape.logPrior;
         const std::size_t index = j * sharedCount + k;
         const double logEvidence =
-            !first  ? detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_)
-            : stored ? detail::symmetricEvidence((*sums)[index], *first, prior_, contrasts, meanInverses_[index], &fits_, floor)
-                     : detail::symmetricEvidence((*sums)[index], *first, prior_, contrasts, &fits_, floor);
+            !first ? detail::jointEvidence(*data_, prior_, g, nodes.sd[j], nodes.scale[j], nodes.shared[k], &fits_)
+                   : detail::symmetricEvidence((*sums)[index], *first, prior_, contrasts,
+                                               stored ? meanInverses_[index] : detail::meanInverse((*sums)[index], prior_),
+                                               &fits_, floor);
         const double logWeight = shape.logPrior + logEvidence;
         // A cell lighter than the margin below the heaviest so far can never survive pruning: it is
         // not kept at all (its mass is below the pruned mass by construction). Most cells are not

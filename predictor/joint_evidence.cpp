@@ -119,11 +119,7 @@ SymmetricInverse meanInverse(const SymmetricSums& s, const EvidencePrior& prior)
   return inverse2x2(prior.precA + s.mw, s.mwg, prior.precB + s.mwgg);
 }
 
-SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrior& prior) {
-  return symmetricContrasts(s, prior, contrastInverse(s, prior));
-}
-
-SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrior&, const SymmetricInverse& inverse) {
+SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const SymmetricInverse& inverse) {
   const std::size_t curveCount = s.wy.size();
   const double count = static_cast<double>(curveCount);
   SymmetricContrasts out;
@@ -148,17 +144,8 @@ SymmetricContrasts symmetricContrasts(const SymmetricSums& s, const EvidencePrio
 
 double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, std::vector<CurveFit>* marginals,
                          double floor) {
-  return symmetricEvidence(s, prior, symmetricContrasts(s, prior), marginals, floor);
-}
-
-double symmetricEvidence(const SymmetricSums& s, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
-                         std::vector<CurveFit>* marginals, double floor) {
-  return symmetricEvidence(s, s, prior, contrasts, marginals, floor);
-}
-
-double symmetricEvidence(const SymmetricSums& s, const SymmetricSums& curves, const EvidencePrior& prior,
-                         const SymmetricContrasts& contrasts, std::vector<CurveFit>* marginals, double floor) {
-  return symmetricEvidence(s, curves, prior, contrasts, meanInverse(s, prior), marginals, floor);
+  return symmetricEvidence(s, s, prior, symmetricContrasts(s, contrastInverse(s, prior)), meanInverse(s, prior),
+                           marginals, floor);
 }
 
 double symmetricEvidence(const SymmetricSums& s, const SymmetricSums& curves, const EvidencePrior& prior,

@@ -180,7 +180,6 @@ struct SymmetricContrasts {
   double i00 = 0, i01 = 0, i11 = 0;  // A^-1
   double rBar0 = 0, rBar1 = 0;       // mean over the curves of (sum w y_c, sum w g y_c)
 };
-SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const EvidencePrior& prior);
 // A 2x2 posterior precision's inverse and log determinant: the contrasts' A (from w, wg, wgg) or the
 // mean direction's B (from mw, mwg, mwgg). Neither depends on the observations, so fitFast computes them
 // once per theta and noise cell and shares them across the annealing nodes (whose sums differ only in
@@ -191,16 +190,12 @@ struct SymmetricInverse {
 };
 SymmetricInverse contrastInverse(const SymmetricSums& sums, const EvidencePrior& prior);
 SymmetricInverse meanInverse(const SymmetricSums& sums, const EvidencePrior& prior);
-SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const EvidencePrior& prior,
-                                      const SymmetricInverse& inverse);
-double symmetricEvidence(const SymmetricSums& sums, const EvidencePrior& prior, const SymmetricContrasts& contrasts,
-                         std::vector<CurveFit>* marginals, double floor);
-// The same with the per-curve sums (wy, wyg) taken from `curves` and everything else from `sums`: the
-// per-curve sums do not depend on tau either, so fitFast keeps them in each noise node's first cell
-// only (the cells of one node's tau values differ only in the mean direction's sums).
-double symmetricEvidence(const SymmetricSums& sums, const SymmetricSums& curves, const EvidencePrior& prior,
-                         const SymmetricContrasts& contrasts, std::vector<CurveFit>* marginals, double floor);
-// The same with the mean direction's inverse given (meanInverse(sums, prior)).
+// contrastInverse(sums, prior) given.
+SymmetricContrasts symmetricContrasts(const SymmetricSums& sums, const SymmetricInverse& inverse);
+// symmetricEvidence above from its parts: the contrasts (symmetricContrasts), the mean direction's
+// inverse (meanInverse(sums, prior)), and the per-curve sums (wy, wyg) taken from `curves`, everything
+// else from `sums`. The per-curve sums do not depend on tau either, so fitFast keeps them in each noise
+// node's first cell only (the cells of one node's tau values differ only in the mean direction's sums).
 double symmetricEvidence(const SymmetricSums& sums, const SymmetricSums& curves, const EvidencePrior& prior,
                          const SymmetricContrasts& contrasts, const SymmetricInverse& mean,
                          std::vector<CurveFit>* marginals, double floor);

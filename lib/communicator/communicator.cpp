@@ -165,11 +165,10 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                       "CommunicatorOptions::maxQuantizations " << options.maxQuantizations
                                                                << " is invalid; valid values: " << budget.valid);
     if (options.interNodeMessageBytes) {
-      const detail::EnvironmentVariable& message = detail::environmentVariable(detail::kEnvMessageBytes);
-      const std::size_t bytes = *options.interNodeMessageBytes;
-      ADAPREC_CHECK_ARG(bytes <= message.max && (bytes == 0 || bytes >= detail::kMinMessageBytes),
-                        "CommunicatorOptions::interNodeMessageBytes " << bytes << " is invalid; valid values: "
-                                                                      << message.valid);
+      ADAPREC_CHECK_ARG(detail::validMessageBytes(*options.interNodeMessageBytes),
+                        "CommunicatorOptions::interNodeMessageBytes " << *options.interNodeMessageBytes
+                                                                      << " is invalid; valid values: "
+                                                                      << detail::environmentVariable(detail::kEnvMessageBytes).valid);
     }
     codec::hostKernels();  // ADAPREC_CPU_ISA is refused now, not at the first encode
     ranksPerNode = detail::ranksPerNodeOverride();

@@ -21,7 +21,7 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   options.calibrationPath = detail::environmentText(detail::kEnvCalibration).value_or("");
   options.debug = detail::readEnvironmentFlag(detail::kEnvDebug).value_or(false);
   if (const auto bytes = detail::readEnvironmentUnsigned(detail::kEnvMessageBytes)) {
-    if (*bytes != 0 && *bytes < detail::kMinMessageBytes)
+    if (!detail::validMessageBytes(*bytes))
       detail::rejectEnvironmentValue(detail::kEnvMessageBytes, std::to_string(*bytes));
     options.interNodeMessageBytes = static_cast<std::size_t>(*bytes);
   }

@@ -74,6 +74,10 @@ bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
 }  // namespace
 
+bool validMessageBytes(std::uint64_t bytes) {
+  return bytes == 0 || (bytes >= 1024 && bytes <= environmentVariable(kEnvMessageBytes).max);
+}
+
 std::span<const EnvironmentVariable> environmentVariables() { return kVariables; }
 
 const EnvironmentVariable& environmentVariable(std::string_view name) {

@@ -61,8 +61,8 @@ inline constexpr std::string_view kEnvMaxQuantizations = "ADAPREC_MAX_QUANTIZATI
 inline constexpr std::string_view kEnvCalibration = "ADAPREC_CALIBRATION";
 inline constexpr std::string_view kEnvDebug = "ADAPREC_DEBUG";
 inline constexpr std::string_view kEnvMessageBytes = "ADAPREC_MESSAGE_BYTES";
-// ADAPREC_MESSAGE_BYTES's values between 1 and this are refused (each message costs a round of the
-// transport's per-message work): 0 or at least 1 KiB.
-inline constexpr std::size_t kMinMessageBytes = 1024;
+// Whether `bytes` is a valid ADAPREC_MESSAGE_BYTES / CommunicatorOptions::interNodeMessageBytes: 0, or
+// from 1 KiB (each message costs a round of the transport's per-message work) to the declared max.
+bool validMessageBytes(std::uint64_t bytes);
 
 }  // namespace adaprec::detail
