@@ -42,7 +42,8 @@ std::string calibrationFile(const std::string& path, std::string_view transportK
   std::string file = path;
   if (file.back() != '/') file += '/';
   file += std::string(transportKind) + '-' + std::to_string(topology.ranks) + "r-" + std::to_string(topology.nodes) +
-          "n-" + std::to_string(topology.ranksPerNode) + "l-" + topology.isa + ".calibration";
+          "n-" + std::to_string(topology.ranksPerNode) + "l-" + topology.isa + '-' +
+          std::to_string(topology.messageBytes) + "m.calibration";
   return file;
 }
 

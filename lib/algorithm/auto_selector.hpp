@@ -27,8 +27,8 @@ struct AutoSettings {
 
 // The file ADAPREC_CALIBRATION=`path` names for this communicator: `path` itself, or, where `path` ends
 // in '/' or names a directory, the file in it for this transport and topology
-// ("<kind>-<ranks>r-<nodes>n-<ranks per node>l-<isa>.calibration"): one directory then serves every job
-// shape of a cluster (and every shape of a test sweep).
+// ("<kind>-<ranks>r-<nodes>n-<ranks per node>l-<isa>-<piece bytes>m.calibration"): one directory then
+// serves every job shape of a cluster (and every shape of a test sweep), and every ADAPREC_MESSAGE_BYTES.
 std::string calibrationFile(const std::string& path, std::string_view transportKind,
                             const CalibrationTopology& topology);
 

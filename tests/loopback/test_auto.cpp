@@ -74,7 +74,7 @@ struct Probed {
 
 // Each rank of a 4-rank group (one rank per emulated node) builds an AutoSelector on `path` and
 // resolves a few calls.
-Probed probeWith(const std::string& path, int p = 4) {
+Probed probeWith(const std::string& path, int p = 4, std::size_t messageBytes = 0) {
   LoopbackGroup group(p, 1);
   Probed out;
   out.calibrations.resize(p);
@@ -82,7 +82,7 @@ Probed probeWith(const std::string& path, int p = 4) {
   runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
     RankLayout layout;
     for (int r = 0; r < p; ++r) layout.nodeOf.push_back(r);
-    AutoSelector selector(layout, AutoSettings{2, path, false});
+    AutoSelector selector(layout, AutoSettings{2, path, false, messageBytes});
     for (Format format : {Format::kFp32, Format::kBf16, Format::kTable4})
       for (std::size_t count : {std::size_t{1} << 18, std::size_t{1} << 22})
         out.choices[rank].push_back(selector.choose(*t, format, count));
@@ -165,7 +165,7 @@ TEST_CASE("ADAPREC_CALIBRATION: written after a probe, reloaded exactly, bad fil
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("ADAPREC_CALIBRATION naming a directory keeps one file per transport and topology", "[auto]") {
+TEST_CASE("ADAPREC_CALIBRATION naming a directory keeps one file per transport, topology and piece size", "[auto]") {
   const std::string dir =
       std::filesystem::temp_directory_path() / ("adaprec_auto_dir_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -173,7 +173,9 @@ TEST_CASE("ADAPREC_CALIBRATION naming a directory keeps one file per transport a
   // A trailing '/' names a directory even before it exists: rank 0 creates it when it saves.
   const std::string four = calibrationFile(dir + "/", "loopback", {4, 4, 1, isa});
   const std::string three = calibrationFile(dir + "/", "loopback", {3, 3, 1, isa});
-  CHECK(four == dir + "/loopback-4r-4n-1l-" + isa + ".calibration");
+  const std::string fourPieces = calibrationFile(dir + "/", "loopback", {4, 4, 1, isa, 16384});
+  CHECK(four == dir + "/loopback-4r-4n-1l-" + isa + "-0m.calibration");
+  CHECK(fourPieces == dir + "/loopback-4r-4n-1l-" + isa + "-16384m.calibration");
   CHECK(three != four);
   CHECK(calibrationFile(dir + "/", "mpi", {4, 4, 1, isa}) != four);
   // A path that is not a directory is the file itself.
@@ -181,14 +183,20 @@ TEST_CASE("ADAPREC_CALIBRATION naming a directory keeps one file per transport a
 
   const Probed first = probeWith(dir + "/");
   const Probed other = probeWith(dir + "/", 3);
+  // Another piece size (ADAPREC_MESSAGE_BYTES) is another file: it neither overwrites nor is refused.
+  const Probed pieces = probeWith(dir + "/", 4, 16384);
   REQUIRE(slurp(four) == serializeCalibration(first.calibrations[0]));
   REQUIRE(slurp(three) == serializeCalibration(other.calibrations[0]));
-  // Both shapes reload silently from the one directory, named with or without the trailing '/'.
-  Probed again, againOther;
+  REQUIRE(slurp(fourPieces) == serializeCalibration(pieces.calibrations[0]));
+  CHECK(pieces.calibrations[0].topology.messageBytes == 16384);
+  // Every shape reloads silently from the one directory, named with or without the trailing '/'.
+  Probed again, againOther, againPieces;
   CHECK(capturingStderr([&] { again = probeWith(dir); }).empty());
   CHECK(capturingStderr([&] { againOther = probeWith(dir + "/", 3); }).empty());
+  CHECK(capturingStderr([&] { againPieces = probeWith(dir, 4, 16384); }).empty());
   CHECK(again.calibrations[0] == first.calibrations[0]);
   CHECK(againOther.calibrations[0] == other.calibrations[0]);
+  CHECK(againPieces.calibrations[0] == pieces.calibrations[0]);
   std::filesystem::remove_all(dir);
 }
 
