@@ -16,7 +16,11 @@
 namespace adaprec::controller {
 
 struct ControllerConfig {
-  std::vector<std::string> candidates = {"fp32", "fp16", "fp8s", "table4", "table2", "fastest"};
+  // Not "fastest" (still allowed): it picks each layer's format by speed alone, between nodes table1
+  // without error feedback for the large layers, and its branch learnt nothing in every seed of the
+  // regret benchmark at 1 Gbit/s and 100 Mbit/s while its first use measured every format on the link
+  // (5-10 s of overhead per run; docs/results.md, "Regret"). The Python driver's default too.
+  std::vector<std::string> candidates = {"fp32", "fp16", "fp8s", "table4", "table2"};
   std::uint64_t speculativeSteps = 30;    // per candidate branch
   int evalPoints = 3;                     // validation evaluations along each branch
   std::uint64_t continuationSteps = 300;  // after each decision
