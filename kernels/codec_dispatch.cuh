@@ -114,7 +114,7 @@ int dispatchDecodeAs(Launch& launch, std::uint8_t formatId, const std::uint8_t* 
     default: {
       const unsigned bits = tableBitsOf(formatId);
       if (bits == 0) return kLaunchUnsupported;
-      launch(gridFor(count, shape.threads, shape), shape.threads, TableDecode<kAdd>{c, count, paramsBytes, out, bits});
+      launch(gridFor(count, shape.threads, shape), shape.threads, TableDecode<kAdd>{c, count, paramsBytes, out, bits, tableWordElements(count, bits)});
     }
   }
   return 0;

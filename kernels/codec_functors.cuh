@@ -110,8 +110,15 @@ struct DecodeElementwise {
   template <class Ctx>
   ADAPREC_HD void operator()(Ctx& ctx) const {
     const std::uint8_t* payload = chunk + kChunkHeaderBytes + paramsBytes;
-    for (std::size_t i = globalThread(ctx); i < count; i += globalThreads(ctx)) {
-      const float v = Code::decode(loadUnaligned<Code::kBytes>(payload + i * Code::kBytes));
+    const std::uint8_t* end = payload + count * Code::kBytes;
+    const std::size_t byWords = wordLoadableElements(count * Code::kBytes, Code::kBytes);
+    std::size_t i = globalThread(ctx);
+    for (; i < byWords; i += globalThreads(ctx)) {
+      const float v = Code::decode(loadUnalignedWords<Code::kBytes>(payload + i * Code::kBytes));
+      out[i] = kAdd ? Code::add(out[i], v) : v;
+    }
+    for (; i < count; i += globalThreads(ctx)) {  // the chunk's last kLoadSlack bytes
+      const float v = Code::decode(loadUnaligned<Code::kBytes>(payload + i * Code::kBytes, end));
       out[i] = kAdd ? Code::add(out[i], v) : v;
     }
   }
@@ -195,16 +202,21 @@ struct DecodeScaled {
     const std::size_t blocks = (count + kScaleBlock - 1) / kScaleBlock;
     const std::uint8_t* exps = chunk + kChunkHeaderBytes;
     const std::uint8_t* payload = exps + paramsBytes;
+    const std::uint8_t* end = payload + count;
     for (std::size_t b = ctx.blockIndex(); b < blocks; b += ctx.gridSize()) {
-      const auto e = static_cast<std::int16_t>(loadUnaligned<2>(exps + 2 * b));
+      const auto e = static_cast<std::int16_t>(loadUnaligned<2>(exps + 2 * b, end));
       const detail::ScaleFactors g = detail::decodeFactors(e);
       const std::size_t lo = b * kScaleBlock;
       const std::size_t hi = lo + kScaleBlock < count ? lo + kScaleBlock : count;
-      for (std::size_t i = lo + ctx.threadIndex(); i < hi; i += ctx.threadsPerBlock()) {
-        const float d = Math::decode(loadUnaligned<1>(payload + i));
+      const auto decodeAt = [&](std::size_t i, std::uint32_t code) {
+        const float d = Math::decode(code);
         const float v = keepNan(d, detail::mulRn(detail::mulRn(d, g.first), g.second));
         out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;
-      }
+      };
+      const std::size_t byWords = hi < wordLoadableElements(count, 1) ? hi : wordLoadableElements(count, 1);
+      std::size_t i = lo + ctx.threadIndex();
+      for (; i < byWords; i += ctx.threadsPerBlock()) decodeAt(i, loadUnalignedWords<1>(payload + i));
+      for (; i < hi; i += ctx.threadsPerBlock()) decodeAt(i, loadUnaligned<1>(payload + i, end));
     }
   }
 };

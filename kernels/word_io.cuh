@@ -1,9 +1,13 @@
 // Whole-word access to chunk bytes that have no alignment guarantee (chunks are packed back to back in
 // transfer buffers, so a payload may start at any byte). Kernels write aligned 32-bit words (one store
 // per thread, coalesced across a warp) and fall back to byte stores only for the partial words at the
-// two ends of the range they own. Reads use aligned words too: a kernel may READ (never write) the
-// rest of the aligned 4-byte word at either end of a chunk, which is always inside the allocation on a
-// GPU (cudaMalloc hands out 256-byte granules) and which the CPU tests provide by padding.
+// two ends of the range they own. Reads use aligned words too, but never reach past the chunk's last
+// byte: loadUnaligned takes the chunk's end and reads the value's own bytes one by one where a whole
+// word would cross it. (Before, a kernel read the rest of the aligned word at the end of a chunk:
+// harmless on the hardware, inside cudaMalloc's 256-byte granule, but compute-sanitizer's memcheck on
+// an H100 reported it as an out-of-bounds read in the bf16 decoder, as it would in a user's program
+// run under memcheck.) Nothing below a chunk's start is read: the first byte any kernel reads is the
+// header's flags at offset 4, whose aligned word starts at offset 1 or later.
 #pragma once
 
 #include <cstddef>
@@ -36,10 +40,11 @@ ADAPREC_HD unsigned misalignment(const void* p) {
   return static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(p) & 3u);
 }
 
-// The little-endian kBytes-byte value at p (1, 2 or 4 bytes, any alignment), from one or two aligned
-// word loads.
+// The little-endian kBytes-byte value at p (1, 2 or 4 bytes, any alignment) from one or two aligned word
+// loads, which touch bytes up to p + 8 (exclusive): only where p + kLoadSlack <= the chunk's end.
+inline constexpr std::size_t kLoadSlack = 8;
 template <unsigned kBytes>
-ADAPREC_HD std::uint32_t loadUnaligned(const std::uint8_t* p) {
+ADAPREC_HD std::uint32_t loadUnalignedWords(const std::uint8_t* p) {
   static_assert(kBytes == 1 || kBytes == 2 || kBytes == 4, "1, 2 or 4 bytes");
   const unsigned s = misalignment(p);
   const std::uint8_t* base = p - s;
@@ -47,6 +52,26 @@ ADAPREC_HD std::uint32_t loadUnaligned(const std::uint8_t* p) {
   if (s + kBytes > 4) v |= static_cast<std::uint64_t>(loadAlignedWord(base + 4)) << 32;
   v >>= 8 * s;
   return kBytes == 4 ? static_cast<std::uint32_t>(v) : static_cast<std::uint32_t>(v) & ((1u << (8 * kBytes)) - 1);
+}
+
+// The same value anywhere in a chunk (p + kBytes <= end, `end` one past the chunk's last byte): by
+// words where they stay before `end`, else from the value's own bytes. The kernels' loops read their
+// last few values (the chunk's last kLoadSlack bytes) with this and the rest with loadUnalignedWords,
+// which keeps the per-element check out of the hot loop (it cost decodeAdd 15 % on an H100).
+template <unsigned kBytes>
+ADAPREC_HD std::uint32_t loadUnaligned(const std::uint8_t* p, const std::uint8_t* end) {
+  const unsigned s = misalignment(p);
+  if (static_cast<std::size_t>(end - (p - s)) < (s + kBytes > 4 ? 8u : 4u)) {  // the chunk's last word
+    std::uint32_t v = 0;
+    for (unsigned k = 0; k < kBytes; ++k) v |= static_cast<std::uint32_t>(p[k]) << (8 * k);
+    return v;
+  }
+  return loadUnalignedWords<kBytes>(p);
+}
+
+// How many leading elements of kBytes each, of a stream of `bytes` bytes, loadUnalignedWords may read.
+ADAPREC_HD std::size_t wordLoadableElements(std::size_t bytes, std::size_t elementBytes) {
+  return bytes >= kLoadSlack ? (bytes - kLoadSlack) / elementBytes + 1 : 0;
 }
 
 // Writes the bytes of aligned word `word` of a byte stream that lie in [lo, hi). The stream starts at
