@@ -18,7 +18,9 @@ out=${2:?$usage}
 regimes=${3:-"shm 1gbit 100mbit"}
 seeds=${4:-"1 2 3"}
 here=$(cd "$(dirname "$0")" && pwd)
-formats="fp32 fp16 fp8s table4 table2 table1+ef adaptive adaptive-risk"
+# ADAPREC_REGRET_FORMATS: a subset (e.g. "fp32 table4 adaptive adaptive-risk": the target, the oracle
+# and the controller; the fixed formats' accuracies are deterministic per seed).
+formats=${ADAPREC_REGRET_FORMATS:-"fp32 fp16 fp8s table4 table2 table1+ef adaptive adaptive-risk"}
 export ADAPREC_EXPERIMENT_ARGS="--schedule cosine ${ADAPREC_EXPERIMENT_ARGS:-}"
 for regime in $regimes; do
   if [ "$regime" = shm ]; then

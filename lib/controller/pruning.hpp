@@ -8,7 +8,8 @@
 //   dominated   even a perfect branch (accuracy 1 at its horizon) would score a lower rate (accuracy
 //               gained per second) than the lower bound (kDominanceZ sd below the predicted mean) of a
 //               branch already run. Speculating fastest first lets the fast branches prune the slow.
-// Step times are measured once per candidate (ControllerConfig::probeSteps, max over ranks) and
+// Step times are measured once per candidate (ControllerConfig::probeSteps, interleaved across the
+// candidates, the median, max over ranks) and
 // refreshed by every branch the candidate runs; every input is agreed, so every rank prunes alike.
 #pragma once
 

@@ -30,6 +30,9 @@ class FakeTrainer final : public SpeculativeTrainer {
   // Per format: progress per step (default 1) and seconds per step (default 0.01).
   std::map<std::string, double> rateOf{{"table2", 0.05}};
   std::map<std::string, double> secondsOf{{"fp32", 0.02}};
+  // A disturbed machine: the first `slowCalls` train() calls take slowFactor times as long.
+  int slowCalls = 0, calls = 0;
+  double slowFactor = 1;
 
   std::uint64_t stepsDone() const override { return step; }
   std::uint64_t totalSteps() const override { return 400; }
@@ -56,7 +59,8 @@ class FakeTrainer final : public SpeculativeTrainer {
     step += steps;
     progress += rate * static_cast<double>(steps);
     trained.push_back(format);
-    return std::vector<double>(steps, secondsOf.count(format) ? secondsOf.at(format) : 0.01);
+    const double seconds = (secondsOf.count(format) ? secondsOf.at(format) : 0.01) * (calls++ < slowCalls ? slowFactor : 1);
+    return std::vector<double>(steps, seconds);
   }
   ValidationResult evaluate(std::size_t) override { return {0.1 + 0.8 * (1 - std::exp(-progress / 60)), 1000}; }
   double learningRate(std::uint64_t) const override { return 0.1; }
@@ -186,9 +190,10 @@ TEST_CASE("pruning: where no candidate is faster than fp32, the phases speculate
   CHECK(skipped[0]["candidates"][1]["pruned"] == "not_faster");  // 5 % faster: under min speedup 10 %
   CHECK(skipped[0]["candidates"][2]["pruned"] == "not_faster");
   CHECK_FALSE(skipped[0]["candidates"][0].contains("pruned"));
-  // Only the first phase probes (3 steps per candidate); no evaluation, no branch ever.
-  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 1);
-  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 1);
+  // Only the first phase probes (3 steps per candidate, one train() call each, interleaved); no
+  // evaluation, no branch ever.
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 3);
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 3);
   CHECK(trainer.format == "fp32");
   // 400 steps of training: fp32's probe steps are training; the others' 6 are thrown away, so the
   // run learnt exactly what 400 fp32 steps learn.
@@ -196,6 +201,27 @@ TEST_CASE("pruning: where no candidate is faster than fp32, the phases speculate
   CHECK(trainer.progress == 400);
   const nlohmann::json summary = nlohmann::json::parse(trainer.records.back());
   CHECK(summary["skipped_phases"] == 8);
+}
+
+TEST_CASE("pruning: the probes are interleaved, so a disturbance of a few steps does not make fp32 look slow") {
+  // Shared memory: every format 0.02 s/step, but the machine runs 1.5x slower for the first two
+  // train() calls. Probed back to back, fp32's probe (one call of 3 steps) was all slow, its median
+  // 0.03 s: compression looked a third faster and the phase speculated. Interleaved (one step of each
+  // candidate per round), the disturbance lands on one step of fp32 and one of fp16: every median is
+  // 0.02 s and the phase is skipped.
+  PrecisionController controller(pruningConfig({"fp32", "fp16", "table2"}));
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.02}, {"table2", 0.02}};
+  trainer.slowCalls = 2;
+  trainer.slowFactor = 1.5;
+  controller.beforeStep(trainer);
+  CHECK(controller.decisions() == 0);
+  CHECK(controller.skippedPhases() == 1);
+  const std::vector<std::string> rounds = {"fp32", "fp16", "table2", "fp32", "fp16", "table2", "fp32", "fp16", "table2"};
+  CHECK(trainer.trained == rounds);
+  // fp32 goes on from its own probe's end: its 3 steps are training.
+  CHECK(trainer.stepsDone() == 3);
+  CHECK(trainer.progress == Approx(3));
 }
 
 TEST_CASE("pruning: a candidate 10 % faster than fp32 is still speculated") {
