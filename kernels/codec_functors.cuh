@@ -203,6 +203,7 @@ struct DecodeScaled {
     const std::uint8_t* exps = chunk + kChunkHeaderBytes;
     const std::uint8_t* payload = exps + paramsBytes;
     const std::uint8_t* end = payload + count;
+    const std::size_t allByWords = wordLoadableElements(count, 1);
     for (std::size_t b = ctx.blockIndex(); b < blocks; b += ctx.gridSize()) {
       const auto e = static_cast<std::int16_t>(loadUnaligned<2>(exps + 2 * b, end));
       const detail::ScaleFactors g = detail::decodeFactors(e);
@@ -213,7 +214,7 @@ struct DecodeScaled {
         const float v = keepNan(d, detail::mulRn(detail::mulRn(d, g.first), g.second));
         out[i] = kAdd ? detail::saturatingAdd(out[i], v) : v;
       };
-      const std::size_t byWords = hi < wordLoadableElements(count, 1) ? hi : wordLoadableElements(count, 1);
+      const std::size_t byWords = hi < allByWords ? hi : allByWords;
       std::size_t i = lo + ctx.threadIndex();
       for (; i < byWords; i += ctx.threadsPerBlock()) decodeAt(i, loadUnalignedWords<1>(payload + i));
       for (; i < hi; i += ctx.threadsPerBlock()) decodeAt(i, loadUnaligned<1>(payload + i, end));
