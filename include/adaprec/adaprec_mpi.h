@@ -186,8 +186,9 @@ typedef struct AdaPrec_ControllerOptions {
   double stepsPerEpoch;       /* for the record's "epoch" field only; 0: the record's epoch is 0 */
   int rule;                   /* ADAPREC_RULE_GAIN (default) or ADAPREC_RULE_RISK */
   int prune;                  /* 1 (default): AdaPrec_ControllerShouldSpeculate prunes; 0: always yes */
-  double minSpeedup;          /* [0, 1): a candidate's step must be this much faster than the
-                                 baseline's (fp32) to be speculated (default 0.10) */
+  double minSpeedup;          /* [0, 1): a candidate's step must be shown this much faster than the
+                                 baseline's (fp32) and than any more precise candidate's not pruned
+                                 to be speculated (default 0.10; docs/trainer.md, "Pruning") */
 } AdaPrec_ControllerOptions;
 
 typedef struct AdaPrec_Decision {
@@ -235,6 +236,13 @@ int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t cou
  * reported even with accuracy 1) and needs no points; 1: run its branch and report its points. Needs
  * every candidate's step time first. */
 int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char *candidate, double secondsPerStep);
+/* The same from the samples themselves (seconds of each probe step, each the maximum over ranks; the
+ * step time is their median): the not_faster verdict then weighs the gap against the samples' spread
+ * (pooled over the candidates), so that a noisy machine does not make compression look faster than it
+ * is. Interleave the probes (one step of each candidate per round) so that a disturbance lasting a
+ * few steps lands on several candidates. One sample each: the plain minSpeedup threshold. */
+int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const char *candidate, const double *seconds,
+                                        size_t count);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
 /* Decides the phase (every candidate not pruned needs >= 2 points) and closes it: the next points need
  * the next AdaPrec_ControllerBeginPhase. */

@@ -46,7 +46,8 @@ struct AdaPrec_ControllerObject {
   std::vector<ctl::CandidateObservation> observations;
   std::vector<std::string> pruned;  // per candidate: "" or why AdaPrec_ControllerShouldSpeculate said no
   std::vector<std::string> asked;   // candidates in the order ShouldSpeculate was first asked about them
-  std::vector<double> stepTimes;    // AdaPrec_ControllerReportStepTime's (not_faster's inputs)
+  // AdaPrec_ControllerReportStepTime's (one sample) or ReportStepSamples' (not_faster's inputs).
+  std::vector<std::vector<double>> stepSamples;
   std::vector<double> learningRates;
   // Decisions so far and the last one's record.
   std::size_t decisions = 0;
@@ -98,7 +99,10 @@ ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::Cont
   phase.learningRates = c.learningRates;
   phase.pruned = c.pruned;
   phase.speculationOrder = c.asked;
-  if (!c.asked.empty()) phase.pruningStepSeconds = c.stepTimes;
+  if (!c.asked.empty()) {
+    for (const ctl::CandidateObservation& o : c.observations) phase.pruningStepSeconds.push_back(o.secondsPerStep);
+    phase.pruningStepSamples = c.stepSamples;
+  }
   std::uint64_t longest = 1;
   for (std::size_t i = 0; i < c.observations.size(); ++i) {
     const ctl::CandidateObservation& o = c.observations[i];
@@ -126,7 +130,7 @@ void beginPhase(AdaPrec_ControllerObject& c, std::uint64_t step) {
   c.observations.assign(c.config.candidates.size(), {});
   c.pruned.assign(c.config.candidates.size(), "");
   c.asked.clear();
-  c.stepTimes.assign(c.config.candidates.size(), 0.0);
+  c.stepSamples.assign(c.config.candidates.size(), {});
   for (std::size_t i = 0; i < c.observations.size(); ++i) c.observations[i].name = c.config.candidates[i];
   c.learningRates.clear();
 }
@@ -243,17 +247,35 @@ extern "C" int AdaPrec_ControllerScheduleRates(const char* spec, uint64_t first,
   });
 }
 
+namespace {
+
+void reportStepSamples(AdaPrec_ControllerObject& c, const char* candidate, std::vector<double> samples) {
+  const std::size_t i = candidateIndex(c, candidate);
+  ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+  ADAPREC_CHECK_ARG(!samples.empty(), "candidate " << candidate << ": no step time");
+  for (const double s : samples) {
+    ADAPREC_CHECK_ARG(std::isfinite(s) && s > 0, "candidate " << candidate << ": seconds per step " << s << " must be > 0");
+  }
+  ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << ": report the step time before its branch");
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  c.observations[i].secondsPerStep = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  c.stepSamples[i] = std::move(samples);
+}
+
+}  // namespace
+
 extern "C" int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char* candidate,
                                                 double secondsPerStep) {
+  return guarded(__func__, [&] { reportStepSamples(objectOf(controller), candidate, {secondsPerStep}); });
+}
+
+extern "C" int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const char* candidate,
+                                                   const double* seconds, size_t count) {
   return guarded(__func__, [&] {
-    AdaPrec_ControllerObject& c = objectOf(controller);
-    const std::size_t i = candidateIndex(c, candidate);
-    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
-    ADAPREC_CHECK_ARG(std::isfinite(secondsPerStep) && secondsPerStep > 0,
-                      "candidate " << candidate << ": seconds per step " << secondsPerStep << " must be > 0");
-    ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << ": report the step time before its branch");
-    c.observations[i].secondsPerStep = secondsPerStep;
-    c.stepTimes[i] = secondsPerStep;
+    ADAPREC_CHECK_ARG(seconds != nullptr || count == 0, "seconds must not be NULL");
+    reportStepSamples(objectOf(controller), candidate, std::vector<double>(seconds, seconds + count));
   });
 }
 
@@ -263,9 +285,9 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
     const std::size_t i = candidateIndex(c, candidate);
     ADAPREC_CHECK_ARG(speculate != nullptr, "speculate must not be NULL");
     ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
-    for (std::size_t k = 0; k < c.stepTimes.size(); ++k) {
-      ADAPREC_CHECK_ARG(c.stepTimes[k] > 0, "candidate " << c.config.candidates[k] << " has no step time: report every "
-                                                            "candidate's (AdaPrec_ControllerReportStepTime) first");
+    for (std::size_t k = 0; k < c.stepSamples.size(); ++k) {
+      ADAPREC_CHECK_ARG(!c.stepSamples[k].empty(), "candidate " << c.config.candidates[k] << " has no step time: report "
+                                                   "every candidate's (AdaPrec_ControllerReportStepTime) first");
     }
     *speculate = 0;
     if (std::find(c.asked.begin(), c.asked.end(), c.config.candidates[i]) == c.asked.end()) {
@@ -273,7 +295,7 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
     }
     if (!c.pruned[i].empty()) return;
     ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << "'s branch was already reported");
-    if (c.config.prune && ctl::notFasterThanBaseline(c.config, c.stepTimes, i)) {
+    if (c.config.prune && ctl::notFasterVerdicts(c.config, c.stepSamples)[i]) {
       c.pruned[i] = ctl::kPrunedNotFaster;
       return;
     }

@@ -131,6 +131,7 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
     x["name"] = v.name;
     x["step_s"] = o.secondsPerStep;
     if (!phase.pruningStepSeconds.empty()) x["pruning_step_s"] = phase.pruningStepSeconds[c];
+    if (!phase.pruningStepSamples.empty()) x["pruning_samples_s"] = phase.pruningStepSamples[c];
     if (isPruned(phase, c)) {  // measured, never speculated: its step time and why
       x["pruned"] = phase.pruned[c];
       x["branch_s"] = phase.branchSeconds[c];

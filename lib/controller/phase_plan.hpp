@@ -67,6 +67,7 @@ struct PhaseMeasurements {
   // With pruning: each candidate's seconds per step before this phase's branches, which the
   // not_faster verdicts used (a branch then replaces its own with its median).
   std::vector<double> pruningStepSeconds;
+  std::vector<std::vector<double>> pruningStepSamples;  // the samples behind them (the test's input)
   std::vector<double> branchSeconds;               // wall time of each candidate's branch
   std::vector<double> learningRates;               // from phase-relative step 0; empty: unknown
 };

@@ -22,6 +22,13 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Each sample the maximum over ranks (the slowest rank sets a synchronous step's pace; every rank must
+// prune on the same numbers).
+std::vector<double> agreedSamples(SpeculativeTrainer& trainer, std::vector<double> seconds) {
+  for (double& s : seconds) s = trainer.maxOverRanks(s);
+  return seconds;
+}
+
 }  // namespace
 
 PrecisionController::PrecisionController(ControllerConfig config)
@@ -30,6 +37,12 @@ PrecisionController::PrecisionController(ControllerConfig config)
   config_.baseline();  // rejects "adaptive" and unknown formats
   for (const std::string& c : config_.candidates) specs_.push_back(parseFormatSpec(c));
   stepSeconds_.assign(specs_.size(), 0.0);
+  stepSamples_.assign(specs_.size(), {});
+}
+
+void PrecisionController::setStepSamples(std::size_t candidate, std::vector<double> samples) {
+  stepSeconds_[candidate] = median(samples);
+  stepSamples_[candidate] = std::move(samples);
 }
 
 void PrecisionController::apply(SpeculativeTrainer& trainer, std::size_t candidate, bool resetFeedback) {
@@ -40,7 +53,7 @@ void PrecisionController::apply(SpeculativeTrainer& trainer, std::size_t candida
 std::string PrecisionController::saveState() const {
   nlohmann::json j{{"next_phase", nextPhase_},   {"current", current_},
                    {"decisions", decisions_},    {"skipped_phases", skippedPhases_},
-                   {"overhead_s", overheadSeconds_}, {"step_s", stepSeconds_}};
+                   {"overhead_s", overheadSeconds_}, {"step_samples_s", stepSamples_}};
   return j.dump();
 }
 
@@ -53,8 +66,17 @@ void PrecisionController::loadState(const std::string& state, SpeculativeTrainer
   overheadSeconds_ = j.at("overhead_s").get<double>();
   // Absent from checkpoints written before pruning: the step times are then measured again.
   skippedPhases_ = j.value("skipped_phases", std::size_t{0});
-  const std::vector<double> saved = j.value("step_s", std::vector<double>{});
-  if (saved.size() == stepSeconds_.size()) stepSeconds_ = saved;
+  const auto samples = j.value("step_samples_s", std::vector<std::vector<double>>{});
+  if (samples.size() == stepSamples_.size()) {
+    for (std::size_t c = 0; c < samples.size(); ++c) {
+      if (!samples[c].empty()) setStepSamples(c, samples[c]);
+    }
+  } else {  // written before the samples were kept: each median as one sample
+    const std::vector<double> saved = j.value("step_s", std::vector<double>{});
+    for (std::size_t c = 0; c < saved.size() && saved.size() == stepSamples_.size(); ++c) {
+      if (saved[c] > 0) setStepSamples(c, {saved[c]});
+    }
+  }
   ADAPREC_CHECK(current_ < specs_.size(), ErrorCode::kMismatch, "checkpoint's controller state names candidate "
                                                                    << current_ << " of " << specs_.size());
   // The checkpoint restored the residuals of the run so far: clearing them would break bit-identity.
@@ -86,7 +108,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   }
   const std::unique_ptr<TrainingState> base = trainer.snapshot();
   bool atBase = true;  // the trainer holds base's state
-  std::vector<std::vector<double>> stepSamples(n);
+  std::vector<std::vector<double>> probeSamples(n);
   // 1. Pruning (pruning.hpp): a candidate met for the first time trains probeSteps steps to measure
   // its step time; they stay the start of its branch if it is speculated. The probes are interleaved,
   // one step of each candidate per round (each from its own state), so that a disturbance of the
@@ -110,7 +132,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
           apply(trainer, c, false);  // the probe's own residuals
         }
         const std::vector<double> seconds = trainer.train(1);
-        stepSamples[c].insert(stepSamples[c].end(), seconds.begin(), seconds.end());
+        probeSamples[c].insert(probeSamples[c].end(), seconds.begin(), seconds.end());
         probed[c] = trainer.snapshot();
         probeSeconds[c] += now() - probeStart;
         atBase = false;
@@ -118,13 +140,15 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     }
     for (std::size_t c = 0; c < n; ++c) {
       if (stepSeconds_[c] > 0) continue;
-      stepSeconds_[c] = trainer.maxOverRanks(median(stepSamples[c]));
+      setStepSamples(c, agreedSamples(trainer, probeSamples[c]));
       phase.branchSeconds[c] = trainer.maxOverRanks(probeSeconds[c]);
     }
+    const std::vector<bool> notFaster = notFasterVerdicts(config_, stepSamples_);
     for (std::size_t c = 0; c < n; ++c) {
-      if (notFasterThanBaseline(config_, stepSeconds_, c)) phase.pruned[c] = kPrunedNotFaster;
+      if (notFaster[c]) phase.pruned[c] = kPrunedNotFaster;
     }
     phase.pruningStepSeconds = stepSeconds_;
+    phase.pruningStepSamples = stepSamples_;
   }
   for (std::size_t c = 0; c < n; ++c) {
     phase.observations[c].name = config_.candidates[c];
@@ -162,18 +186,20 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     obs.steps.push_back(0);
     obs.accuracies.push_back(baseEval.accuracy);
     const double branchStart = now();
+    std::vector<double> branchSamples = probeSamples[c];  // a probed branch's first steps are its probe's
     for (int k = 1; k <= config_.evalPoints; ++k) {
       const std::uint64_t until = start + config_.speculativeSteps * k / config_.evalPoints;
       const std::vector<double> seconds = trainer.train(until - trainer.stepsDone());
-      stepSamples[c].insert(stepSamples[c].end(), seconds.begin(), seconds.end());
+      branchSamples.insert(branchSamples.end(), seconds.begin(), seconds.end());
       obs.steps.push_back(static_cast<double>(trainer.stepsDone() - start));
       obs.accuracies.push_back(trainer.evaluate(config_.validationImages).accuracy);
     }
     // The median step time: one-off costs (the first use of "fastest" measures every format) must not
     // count as the candidate's speed. The slowest rank sets the pace of a synchronous step, and every
     // rank must decide on the same numbers.
-    obs.secondsPerStep = trainer.maxOverRanks(median(stepSamples[c]));
-    if (config_.prune) stepSeconds_[c] = obs.secondsPerStep;
+    const std::vector<double> agreed = agreedSamples(trainer, branchSamples);
+    obs.secondsPerStep = median(agreed);
+    if (config_.prune) setStepSamples(c, agreed);
     phase.branchSeconds[c] += trainer.maxOverRanks(now() - branchStart);
     branchEnds[c] = trainer.snapshot();
     atBase = false;
@@ -226,7 +252,7 @@ void PrecisionController::skipPhase(SpeculativeTrainer& trainer, const PhaseMeas
   nlohmann::json cands = nlohmann::json::array();
   std::string pruned;
   for (std::size_t c = 0; c < specs_.size(); ++c) {
-    nlohmann::json x{{"name", config_.candidates[c]}, {"step_s", stepSeconds_[c]}};
+    nlohmann::json x{{"name", config_.candidates[c]}, {"step_s", stepSeconds_[c]}, {"samples_s", stepSamples_[c]}};
     if (isPruned(phase, c)) {
       x["pruned"] = phase.pruned[c];
       pruned += (pruned.empty() ? "" : ", ") + config_.candidates[c];
@@ -238,7 +264,8 @@ void PrecisionController::skipPhase(SpeculativeTrainer& trainer, const PhaseMeas
                    {"overhead_s", overhead},          {"min_speedup", config_.minSpeedup}, {"candidates", cands}};
   char line[512];
   std::snprintf(line, sizeof line,
-                "\nstep %llu: speculation skipped, no candidate is %.0f%% faster than %s (%s); overhead %.1f s\n",
+                "\nstep %llu: speculation skipped, no candidate is shown %.0f%% faster than %s or a more precise one (%s); "
+                "overhead %.1f s\n",
                 static_cast<unsigned long long>(phase.start), 100 * config_.minSpeedup, config_.candidates[b].c_str(),
                 pruned.c_str(), overhead);
   trainer.record(j.dump(), line);

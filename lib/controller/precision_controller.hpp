@@ -55,6 +55,7 @@ class PrecisionController {
   // Switches every gradient to the candidate; resetFeedback clears the error-feedback residuals (at
   // branches and decisions), a resume keeps the ones its checkpoint restored.
   void apply(SpeculativeTrainer& trainer, std::size_t candidate, bool resetFeedback = true);
+  void setStepSamples(std::size_t candidate, std::vector<double> samples);
 
   ControllerConfig config_;
   std::vector<FormatSpec> specs_;
@@ -64,7 +65,10 @@ class PrecisionController {
   std::size_t decisions_ = 0;
   std::size_t skippedPhases_ = 0;  // phases where pruning left only the baseline
   double overheadSeconds_ = 0;
-  std::vector<double> stepSeconds_;  // per candidate, agreed (pruning); 0: not measured yet
+  // Per candidate, agreed (pruning): the samples of its latest measurement (its probe steps or its
+  // last branch; empty: not measured yet) and their median.
+  std::vector<std::vector<double>> stepSamples_;
+  std::vector<double> stepSeconds_;
 };
 
 }  // namespace adaprec::controller

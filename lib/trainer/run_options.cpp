@@ -164,9 +164,10 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->check(atLeast(1))
       ->capture_default_str();
   app.add_flag("!--no-prune", o.prune, "--format adaptive: speculate every candidate at every phase (default: "
-                                       "candidates that cannot pay are not speculated; docs/controller.md, pruning)");
+                                       "candidates that cannot pay are not speculated; docs/trainer.md, pruning)");
   app.add_option("--min-speedup", o.minSpeedup, "--format adaptive: a candidate is speculated only if its measured "
-                                                "step is at least this fraction faster than fp32's")
+                                                "step is shown (90 % test) at least this fraction faster than "
+                                                "fp32's and than a more precise candidate's")
       ->check(numberCheck(0, false, 1, true, false))
       ->capture_default_str();
   app.add_option("--probe-steps", o.probeSteps, "--format adaptive: steps that measure each candidate's step time "

@@ -379,6 +379,16 @@ class Controller:
         self._check(self._lib.AdaPrec_ControllerReportStepTime(self._handle, str(candidate).encode(),
                                                                float(seconds_per_step)))
 
+    def report_step_samples(self, candidate, seconds):
+        """Pruning: a candidate's measured seconds of each probe step (each the max over ranks), before
+        any branch of the phase; the not_faster verdict weighs the gap against their spread."""
+        import ctypes
+
+        values = [float(x) for x in seconds]
+        array = (ctypes.c_double * len(values))(*values)
+        self._check(self._lib.AdaPrec_ControllerReportStepSamples(self._handle, str(candidate).encode(), array,
+                                                                  len(values)))
+
     def should_speculate(self, candidate):
         """Pruning: whether the candidate's branch is worth running now (False: pruned this phase)."""
         import ctypes
@@ -509,7 +519,10 @@ class AdaptivePrecision:
         if int(probe_steps) < 1:
             raise adaprec.InvalidArgumentError(f"adaprec: probe steps {probe_steps} must be >= 1")
         self.probe_steps = int(probe_steps)
-        self.step_seconds = {}     # pruning: each candidate's measured seconds per step (max over ranks)
+        # Pruning: each candidate's step-time samples from its latest measurement (its probe steps or its
+        # last branch; each the max over ranks) and their median.
+        self.step_samples = {}
+        self.step_seconds = {}
         self.controller = Controller(self.candidates, continuation_steps, max_overhead, total_steps,
                                      validation_images, steps_per_epoch, rule, prune, min_speedup)
         self.prune = self.controller.prune  # the controller's settings, its defaults filled in
@@ -546,18 +559,27 @@ class AdaptivePrecision:
         order = list(self.candidates)
         if self.prune:
             probe = min(self.probe_steps, self.speculative_steps // self.eval_points)
+            new = [c for c in self.candidates if c not in self.step_samples]
+            # Interleaved, as adaprec-train's: one step of each candidate per round, each from its own
+            # state, so that a disturbance lasting a few steps lands on several candidates' samples
+            # rather than on all of one's (a snapshot per probe step: probe_steps x the candidates).
+            seconds = {c: [] for c in new}
+            for r in range(probe):
+                for candidate in new:
+                    if r == 0:
+                        if not at_base:
+                            self.restore(base)
+                        self._apply(candidate)
+                    else:
+                        self.restore(probed[candidate][0])
+                        self._apply(candidate, reset_feedback=False)  # the probe's own residuals
+                    seconds[candidate] += self._train(start + r, start + r + 1)
+                    probed[candidate] = (self.snapshot(start + r + 1), seconds[candidate])
+                    at_base = False
+            for candidate in new:
+                self._set_step_samples(candidate, seconds[candidate])
             for candidate in self.candidates:
-                if candidate in self.step_seconds:
-                    continue
-                if not at_base:
-                    self.restore(base)
-                self._apply(candidate)
-                seconds = self._train(start, start + probe)
-                self.step_seconds[candidate] = self._max_over_ranks(_median(seconds))
-                probed[candidate] = (self.snapshot(start + probe), seconds)
-                at_base = False
-            for candidate in self.candidates:
-                self.controller.report_step_time(candidate, self.step_seconds[candidate])
+                self.controller.report_step_samples(candidate, self.step_samples[candidate])
             order.sort(key=lambda c: self.step_seconds[c])  # stable: ties keep the candidates' order
             left = [c for c in order if self.controller.should_speculate(c)]
             if len(left) == 1:  # only the baseline: no branch, no evaluation, no decision
@@ -587,9 +609,7 @@ class AdaptivePrecision:
                 step = max(step, until)
                 points.append((step, float(self.evaluate())))
             # The slowest rank sets a synchronous step's pace; the median drops one-off costs.
-            per_step = self._max_over_ranks(_median(seconds))
-            if self.prune:
-                self.step_seconds[candidate] = per_step
+            per_step = self._set_step_samples(candidate, seconds)
             for p, (at, accuracy) in enumerate(points):
                 self.controller.report(candidate, at, accuracy, per_step if p > 0 else 0.0)
             ends[candidate] = self.snapshot(step)
@@ -631,7 +651,8 @@ class AdaptivePrecision:
             if self.current != baseline:
                 self._apply(baseline)
         self.records.append({"event": "speculation_skipped", "step": start, "choice": baseline,
-                             "candidates": [{"name": c, "step_s": self.step_seconds[c]} for c in self.candidates]})
+                             "candidates": [{"name": c, "step_s": self.step_seconds[c], "samples_s": self.step_samples[c]}
+                                            for c in self.candidates]})
         self.next_phase = state.step + self.continuation_steps
         return state.step
 
@@ -679,14 +700,19 @@ class AdaptivePrecision:
             self.hook_state.communicator.reset_feedback()
         self.current = candidate
 
-    def _max_over_ranks(self, value):
+    def _set_step_samples(self, candidate, seconds):
+        """Keeps a candidate's step-time samples (each the max over ranks, so that every rank prunes on
+        the same numbers); returns their median."""
         import torch.distributed as dist
 
-        if not dist.is_initialized():
-            return value
-        t = torch.tensor([value], dtype=torch.float64, device=_process_group_device())
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return float(t.item())
+        samples = [float(s) for s in seconds]
+        if dist.is_initialized():
+            t = torch.tensor(samples, dtype=torch.float64, device=_process_group_device())
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            samples = [float(x) for x in t.tolist()]
+        self.step_samples[candidate] = samples
+        self.step_seconds[candidate] = _median(samples)
+        return self.step_seconds[candidate]
 
     def _agree(self, choice, continuation):
         import torch.distributed as dist

@@ -221,7 +221,38 @@ int main(void) {
     CHECK_ERROR(AdaPrec_ControllerDecide(q, &d), ADAPREC_ERR_INVALID_ARGUMENT, "candidate fp32 has 0 point(s)");
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK && AdaPrec_ControllerFree(q) == ADAPREC_OK);
   }
-  /* Continuations sized by the abandoned speculation (max overhead 0.25) on a long run: table4, 5 %
+  /* Step samples: fp16's median is 19 % below fp32's, but the samples scatter by +-15 % (a noisy
+   * machine): not shown to be 10 % faster, pruned; table2's 50 % with a 2 % spread is shown. The same
+   * medians reported as single step times pass the plain threshold. */
+  {
+    const char *three[3] = {"fp32", "fp16", "table2"};
+    const double fp32[3] = {0.023, 0.020, 0.017}, fp16[3] = {0.01615, 0.0152, 0.0228};
+    const double table2[3] = {0.010, 0.0102, 0.0098};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.totalSteps = 400;
+    for (int samples = 1; samples >= 0; --samples) {
+      AdaPrec_Controller p = NULL;
+      CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+      CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+      int yes = -1;
+      if (samples) {
+        CHECK_ERROR(AdaPrec_ControllerReportStepSamples(p, "fp32", NULL, 3), ADAPREC_ERR_INVALID_ARGUMENT, "NULL");
+        CHECK_ERROR(AdaPrec_ControllerReportStepSamples(p, "fp32", fp32, 0), ADAPREC_ERR_INVALID_ARGUMENT, "no step time");
+        CHECK(AdaPrec_ControllerReportStepSamples(p, "fp32", fp32, 3) == ADAPREC_OK);
+        CHECK(AdaPrec_ControllerReportStepSamples(p, "fp16", fp16, 3) == ADAPREC_OK);
+        CHECK(AdaPrec_ControllerReportStepSamples(p, "table2", table2, 3) == ADAPREC_OK);
+      } else {
+        CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.020) == ADAPREC_OK);
+        CHECK(AdaPrec_ControllerReportStepTime(p, "fp16", 0.01615) == ADAPREC_OK);
+        CHECK(AdaPrec_ControllerReportStepTime(p, "table2", 0.010) == ADAPREC_OK);
+      }
+      CHECK(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes) == ADAPREC_OK && yes == 1);
+      CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp16", &yes) == ADAPREC_OK && yes == !samples);
+      CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+    }
+  }
+  /* Continuations sized by the abandoned speculation (max overhead 0.25) on a long run: table4, 15 %
    * slower than table2 and learning alike, must not be dominated by table2's branch. Planned as if
    * only its probe were its own, table4 would get a continuation of table2's whole branch and a
    * horizon 2.5x table2's, and its ceiling would fall below table2's lower bound. */
@@ -238,11 +269,11 @@ int main(void) {
     CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
     CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.2) == ADAPREC_OK);
     CHECK(AdaPrec_ControllerReportStepTime(p, "table4", 0.088) == ADAPREC_OK);
-    CHECK(AdaPrec_ControllerReportStepTime(p, "table2", 0.084) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "table2", 0.075) == ADAPREC_OK);
     int yes = -1;
     CHECK(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes) == ADAPREC_OK && yes == 1);
     for (int s = 0; s <= 20; s += 10) {
-      CHECK(AdaPrec_ControllerReportPoint(p, "table2", (uint64_t)s, curve(0.05, 0.8, 8, s), s ? 0.084 : 0) == ADAPREC_OK);
+      CHECK(AdaPrec_ControllerReportPoint(p, "table2", (uint64_t)s, curve(0.05, 0.8, 8, s), s ? 0.075 : 0) == ADAPREC_OK);
     }
     CHECK(AdaPrec_ControllerShouldSpeculate(p, "table4", &yes) == ADAPREC_OK && yes == 1);
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);

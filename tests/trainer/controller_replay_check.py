@@ -98,8 +98,10 @@ for r in records:
     check(prune == ("speculation_order" in r), f"step {r['step']}: speculation_order present: {not prune}")
     if "speculation_order" in r:
         by_name = {c["name"]: c for c in r["candidates"]}
-        for c in r["candidates"]:
-            ok(lib.AdaPrec_ControllerReportStepTime(handle, c["name"].encode(), c["pruning_step_s"]))
+        for c in r["candidates"]:  # the samples the verdicts weighed (their median is pruning_step_s)
+            samples = c["pruning_samples_s"]
+            ok(lib.AdaPrec_ControllerReportStepSamples(handle, c["name"].encode(),
+                                                       (ctypes.c_double * len(samples))(*samples), len(samples)))
         for name in r["speculation_order"]:
             speculate = ctypes.c_int(-1)
             ok(lib.AdaPrec_ControllerShouldSpeculate(handle, name.encode(), ctypes.byref(speculate)))

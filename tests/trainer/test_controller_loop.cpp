@@ -6,7 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "adaprec/error.hpp"
 #include "controller/precision_controller.hpp"
+#include "controller/pruning.hpp"
 
 using namespace adaprec;
 using namespace adaprec::controller;
@@ -33,6 +35,8 @@ class FakeTrainer final : public SpeculativeTrainer {
   // A disturbed machine: the first `slowCalls` train() calls take slowFactor times as long.
   int slowCalls = 0, calls = 0;
   double slowFactor = 1;
+  // A noisy machine: train() call k takes noise[k % size] times as long (empty: no noise).
+  std::vector<double> noise;
 
   std::uint64_t stepsDone() const override { return step; }
   std::uint64_t totalSteps() const override { return 400; }
@@ -59,7 +63,9 @@ class FakeTrainer final : public SpeculativeTrainer {
     step += steps;
     progress += rate * static_cast<double>(steps);
     trained.push_back(format);
-    const double seconds = (secondsOf.count(format) ? secondsOf.at(format) : 0.01) * (calls++ < slowCalls ? slowFactor : 1);
+    const double factor = (calls < slowCalls ? slowFactor : 1) * (noise.empty() ? 1 : noise[calls % noise.size()]);
+    ++calls;
+    const double seconds = (secondsOf.count(format) ? secondsOf.at(format) : 0.01) * factor;
     return std::vector<double>(steps, seconds);
   }
   ValidationResult evaluate(std::size_t) override { return {0.1 + 0.8 * (1 - std::exp(-progress / 60)), 1000}; }
@@ -301,4 +307,91 @@ TEST_CASE("pruning: measured step times travel in the controller's state") {
   CHECK(b.beforeStep(resumed));
   CHECK(resumed.trained.empty());
   CHECK(b.skippedPhases() == 2);
+}
+
+TEST_CASE("pruning: not_faster weighs the gap against the step times' own spread") {
+  const ControllerConfig config = pruningConfig({"fp32", "fp16", "table2"});
+  // One sample each: no spread to pool, the plain 10 % threshold (fp16 10.5 % faster, table2 5 %).
+  CHECK_FALSE(notShownFaster(config, {{0.02}, {0.0179}, {0.019}}, 1, 0));
+  CHECK(notShownFaster(config, {{0.02}, {0.0179}, {0.019}}, 2, 0));
+  // fp16 truly 5 % faster on a noisy machine: its median is 19 % below fp32's, but the samples scatter
+  // by +-15 %, and the gap is not shown (the old median threshold speculated).
+  const std::vector<std::vector<double>> noisy = {
+      {0.023, 0.020, 0.017}, {0.019 * 0.85, 0.019 * 0.8, 0.019 * 1.2}, {0.020, 0.024, 0.016}};
+  CHECK(noisy[1][0] < 0.9 * 0.020);
+  CHECK(notShownFaster(config, noisy, 1, 0));
+  // Truly 25 % faster with a 2 % spread: shown.
+  const std::vector<std::vector<double>> clear = {
+      {0.020, 0.0204, 0.0196}, {0.015, 0.0153, 0.0147}, {0.020, 0.0204, 0.0196}};
+  CHECK_FALSE(notShownFaster(config, clear, 1, 0));
+  CHECK(notShownFaster(config, clear, 2, 0));
+  // A one-off cost on one step (a format's first use: seconds) is left out, not pooled.
+  std::vector<std::vector<double>> outlier = clear;
+  outlier[1][0] = 5.0;
+  CHECK_FALSE(notShownFaster(config, outlier, 1, 0));
+  // Samples of different lengths (a probe against a branch) and unmeasured candidates.
+  CHECK_FALSE(notShownFaster(config, {std::vector<double>(20, 0.02), {0.015, 0.0153, 0.0147}, {}}, 1, 0));
+  CHECK_THROWS_AS(notShownFaster(config, {{0.02}, {}, {0.02}}, 1, 0), Error);
+  CHECK_THROWS_AS(notShownFaster(config, {{0.02}, {-1.0}, {0.02}}, 1, 0), Error);
+  // Student's t, one-sided 90 %.
+  CHECK(fasterQuantile(1) == Approx(3.0777).epsilon(1e-4));
+  CHECK(fasterQuantile(8) == Approx(1.3968).epsilon(1e-4));
+  CHECK(fasterQuantile(30) == Approx(1.3104).epsilon(1e-3));
+  CHECK(fasterQuantile(1e9) == Approx(1.2816).epsilon(1e-4));
+}
+
+TEST_CASE("pruning: a lossier candidate must be faster than the more precise ones still in play") {
+  const ControllerConfig config = pruningConfig({"fp32", "fp16", "fp8s", "table4", "table2"});
+  // Probe samples measured on 4 emulated nodes at 1 Gbit/s (2026-11-27, the CNN): fp16 is not shown
+  // 10 % faster than fp32; fp8s is; table4 and table2 are not shown 10 % faster than fp8s (whose
+  // branch would learn at least as much per step), so they are not speculated.
+  const std::vector<std::vector<double>> link = {{0.2063, 0.1398, 0.1550},
+                                                 {0.1471, 0.1173, 0.1627},
+                                                 {0.1270, 0.1065, 0.1113},
+                                                 {0.1066, 0.1028, 0.0975},
+                                                 {0.0968, 0.1015, 0.1056}};
+  CHECK(notFasterVerdicts(config, link) == std::vector<bool>{false, true, false, true, true});
+  // Against fp32 alone every one but fp16 was shown faster (the rule before).
+  for (std::size_t c : {2, 3, 4}) CHECK_FALSE(notShownFaster(config, link, c, 0));
+  // At 100 Mbit/s each lossier format is clearly faster than the more precise ones, but fp32, fp16 and
+  // fp8s are not pruned by this rule (dominance prunes them after the fast branches ran).
+  const std::vector<std::vector<double>> slow = {{0.5966, 0.6283, 0.5944},
+                                                 {0.4232, 0.4057, 0.3541},
+                                                 {0.2078, 0.2354, 0.2253},
+                                                 {0.1483, 0.1496, 0.1476},
+                                                 {0.1181, 0.1218, 0.1212}};
+  CHECK(notFasterVerdicts(config, slow) == std::vector<bool>(5, false));
+  // A pruned candidate does not prune the lossier ones: fp16 (not faster than fp32) does not stop
+  // fp8s, which is compared with fp32.
+  const std::vector<std::vector<double>> chain = {{0.020}, {0.019}, {0.0175}};
+  CHECK(notFasterVerdicts(pruningConfig({"fp32", "fp16", "fp8s"}), chain) == std::vector<bool>{false, true, false});
+  // "fastest" has no bits of its own: compared with the baseline only.
+  CHECK(notFasterVerdicts(pruningConfig({"fp32", "table4", "fastest"}), {{0.02}, {0.01}, {0.0105}}) ==
+        std::vector<bool>{false, false, false});
+}
+
+TEST_CASE("pruning: on a noisy machine a gap the probes cannot show speculates nothing") {
+  // fp16 is 5 % faster than fp32; the machine scatters steps by +-20 %, in a pattern that puts fp16's
+  // probe median 19 % below fp32's. The median threshold alone speculated a whole phase here.
+  PrecisionController controller(pruningConfig({"fp32", "fp16", "table2"}));
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.019}, {"table2", 0.02}};
+  // Calls in rounds of (fp32, fp16, table2).
+  trainer.noise = {1.15, 0.85, 1.0, 1.0, 0.8, 1.2, 0.85, 1.2, 0.8};
+  controller.beforeStep(trainer);
+  CHECK(controller.decisions() == 0);
+  CHECK(controller.skippedPhases() == 1);
+  const std::vector<nlohmann::json> skipped = eventsOf(trainer, "speculation_skipped");
+  REQUIRE(skipped.size() == 1);
+  const nlohmann::json& fp16 = skipped[0]["candidates"][1];
+  CHECK(fp16["pruned"] == "not_faster");
+  CHECK(fp16["step_s"].get<double>() < 0.9 * skipped[0]["candidates"][0]["step_s"].get<double>());
+  CHECK(fp16["samples_s"].size() == 3);  // the record shows what the verdict weighed
+  // A 40 % gap under a +-5 % noise is shown: that phase speculates.
+  PrecisionController fast(pruningConfig({"fp32", "fp16", "table2"}));
+  FakeTrainer fastTrainer;
+  fastTrainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.012}, {"table2", 0.02}};
+  fastTrainer.noise = {1.05, 0.95, 1.0, 1.0, 1.05, 1.05, 0.95, 1.0, 0.95};
+  fast.beforeStep(fastTrainer);
+  CHECK(fast.decisions() == 1);
 }
