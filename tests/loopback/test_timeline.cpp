@@ -134,10 +134,11 @@ TEST_CASE("timeline: one Chrome trace per rank, calls with nested steps", "[time
       INFO("call " << calls[c].dump() << " steps " << inside[c]);
       CHECK(inside[c] <= calls[c].at("dur").get<double>() + kSlack * 64);
     }
-    // The large compressed call is largely codec work and waiting (45 % to 98 % seen on 2 cores: the
-    // rest is copies, posting messages and, for threads on few cores, being descheduled outside a step).
+    // The large compressed call has steps (codec work and waiting). Their share of the call is not
+    // asserted: it is a timing (45 % to 98 % seen on 2 cores, 23 % once under a parallel test run that
+    // descheduled the threads outside their steps), and timings belong in benchmarks.
     INFO("large call " << calls.back().dump() << " steps " << inside.back());
-    CHECK(inside.back() >= 0.25 * calls.back().at("dur").get<double>());
+    CHECK(inside.back() > 0);
     // The native fp32 call has no steps.
     CHECK(inside.front() == 0.0);
 
