@@ -257,10 +257,7 @@ void reportStepSamples(AdaPrec_ControllerObject& c, const char* candidate, std::
     ADAPREC_CHECK_ARG(std::isfinite(s) && s > 0, "candidate " << candidate << ": seconds per step " << s << " must be > 0");
   }
   ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << ": report the step time before its branch");
-  std::vector<double> sorted = samples;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  c.observations[i].secondsPerStep = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  c.observations[i].secondsPerStep = ctl::median(samples);
   c.stepSamples[i] = std::move(samples);
 }
 

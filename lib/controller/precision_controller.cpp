@@ -16,16 +16,10 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Each sample the maximum over ranks (the slowest rank sets a synchronous step's pace; every rank must
 // prune on the same numbers).
 std::vector<double> agreedSamples(SpeculativeTrainer& trainer, std::vector<double> seconds) {
-  for (double& s : seconds) s = trainer.maxOverRanks(s);
+  trainer.maxOverRanks(std::span<double>(seconds));
   return seconds;
 }
 

@@ -22,43 +22,62 @@ double fasterQuantile(double dof) {
   return z + (z3 + z) / (4 * dof) + (5 * z3 * z * z + 16 * z3 + 3 * z) / (96 * dof * dof);
 }
 
-namespace {
-
-// Log step times of one candidate for the test: its largest sample left out when it has >= 3.
-std::vector<double> testLogs(std::vector<double> seconds) {
-  if (seconds.size() >= 3) seconds.erase(std::max_element(seconds.begin(), seconds.end()));
-  for (double& s : seconds) s = std::log(s);
-  return seconds;
+double median(std::vector<double> seconds) {
+  ADAPREC_CHECK_ARG(!seconds.empty(), "the median of no step times");
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t n = seconds.size();
+  return n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
 }
 
-double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
+namespace {
+
+// What the not_faster test needs of every candidate's samples, computed once per verdict set: each
+// measured candidate's mean log step time (largest sample left out when it has >= 3) and count, and the
+// spread pooled over all of them, each around its own mean.
+struct LogStepTimes {
+  std::vector<double> means, counts;
+  double pooledVariance = 0, dof = 0;
+};
+
+LogStepTimes logStepTimes(const ControllerConfig& config, const std::vector<std::vector<double>>& samples) {
+  ADAPREC_CHECK_ARG(samples.size() == config.candidates.size(),
+                    samples.size() << " step-time sets for " << config.candidates.size() << " candidates");
+  LogStepTimes t;
+  t.means.assign(samples.size(), 0.0);
+  t.counts.assign(samples.size(), 0.0);
+  double squares = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].empty()) continue;
+    std::vector<double> logs = samples[i];
+    for (const double s : logs) {
+      ADAPREC_CHECK_ARG(s > 0 && std::isfinite(s), "step time " << s << " of " << config.candidates[i] << " must be > 0");
+    }
+    if (logs.size() >= 3) logs.erase(std::max_element(logs.begin(), logs.end()));
+    for (double& l : logs) l = std::log(l);
+    t.counts[i] = static_cast<double>(logs.size());
+    t.means[i] = std::accumulate(logs.begin(), logs.end(), 0.0) / t.counts[i];
+    for (const double l : logs) squares += (l - t.means[i]) * (l - t.means[i]);
+    t.dof += t.counts[i] - 1;
+  }
+  if (t.dof > 0) t.pooledVariance = squares / t.dof;
+  return t;
+}
+
+bool notShownFaster(const ControllerConfig& config, const LogStepTimes& t, std::size_t c, std::size_t than) {
+  ADAPREC_CHECK_ARG(c < t.counts.size() && than < t.counts.size(), "candidate " << c << " or " << than << " of "
+                                                                                 << t.counts.size());
+  ADAPREC_CHECK_ARG(t.counts[c] > 0 && t.counts[than] > 0,
+                    "no step time for " << config.candidates[t.counts[c] > 0 ? than : c]);
+  double margin = 0;  // no spread to pool (one sample each): the plain threshold
+  if (t.dof > 0) margin = fasterQuantile(t.dof) * std::sqrt(t.pooledVariance * (1 / t.counts[c] + 1 / t.counts[than]));
+  return t.means[c] - t.means[than] + margin > std::log1p(-config.minSpeedup);
+}
 
 }  // namespace
 
 bool notShownFaster(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c,
                     std::size_t than) {
-  ADAPREC_CHECK_ARG(samples.size() == config.candidates.size() && c < samples.size() && than < samples.size(),
-                    samples.size() << " step-time sets for " << config.candidates.size() << " candidates");
-  ADAPREC_CHECK_ARG(!samples[c].empty() && !samples[than].empty(),
-                    "no step time for " << config.candidates[samples[c].empty() ? c : than]);
-  double squares = 0;  // pooled over every measured candidate, each around its own mean
-  double dof = 0;
-  std::vector<double> means(samples.size(), 0.0);
-  std::vector<double> counts(samples.size(), 0.0);
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    if (samples[i].empty()) continue;
-    for (const double s : samples[i]) {
-      ADAPREC_CHECK_ARG(s > 0 && std::isfinite(s), "step time " << s << " of " << config.candidates[i] << " must be > 0");
-    }
-    const std::vector<double> logs = testLogs(samples[i]);
-    means[i] = mean(logs);
-    counts[i] = static_cast<double>(logs.size());
-    for (const double l : logs) squares += (l - means[i]) * (l - means[i]);
-    dof += counts[i] - 1;
-  }
-  double margin = 0;  // no spread to pool (one sample each): the plain threshold
-  if (dof > 0) margin = fasterQuantile(dof) * std::sqrt(squares / dof * (1 / counts[c] + 1 / counts[than]));
-  return means[c] - means[than] + margin > std::log1p(-config.minSpeedup);
+  return notShownFaster(config, logStepTimes(config, samples), c, than);
 }
 
 std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::vector<std::vector<double>>& samples) {
@@ -73,12 +92,13 @@ std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::v
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bits[a] > bits[b]; });
+  const LogStepTimes times = logStepTimes(config, samples);
   std::vector<bool> pruned(n, false);
   for (const std::size_t c : order) {
     if (c == base) continue;
-    pruned[c] = notShownFaster(config, samples, c, base);
+    pruned[c] = notShownFaster(config, times, c, base);
     for (std::size_t p = 0; p < n && !pruned[c] && bits[c] > 0; ++p) {
-      if (p != base && !pruned[p] && bits[p] > bits[c]) pruned[c] = notShownFaster(config, samples, c, p);
+      if (p != base && !pruned[p] && bits[p] > bits[c]) pruned[c] = notShownFaster(config, times, c, p);
     }
   }
   return pruned;

@@ -55,6 +55,9 @@ bool notShownFaster(const ControllerConfig& config, const std::vector<std::vecto
 // choice ("fastest", no bits of its own) only against the baseline.
 std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::vector<std::vector<double>>& samples);
 
+// The median of step-time samples (not empty): a candidate's step time.
+double median(std::vector<double> seconds);
+
 // The order to speculate the candidates in: by step time, fastest first (ties: the config's order).
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep);
 

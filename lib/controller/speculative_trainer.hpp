@@ -59,6 +59,10 @@ class SpeculativeTrainer {
   // Agreement across ranks, so that every rank decides on the same numbers and follows rank 0: the
   // maximum of a value over ranks, and rank 0's values copied to every rank.
   virtual double maxOverRanks(double value) = 0;
+  // The same element by element, in place (one collective where the trainer can: step-time samples).
+  virtual void maxOverRanks(std::span<double> values) {
+    for (double& v : values) v = maxOverRanks(v);
+  }
   virtual void agree(std::span<std::uint64_t> values) = 0;
 
   // After a decision: throw on every rank if the ranks' states differ (a trainer may do nothing).

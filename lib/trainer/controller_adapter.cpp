@@ -65,6 +65,9 @@ class TrainerSession final : public controller::SpeculativeTrainer {
     MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, trainer_.comm());
     return value;
   }
+  void maxOverRanks(std::span<double> values) override {
+    MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, trainer_.comm());
+  }
   void agree(std::span<std::uint64_t> values) override {
     static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t));
     MPI_Bcast(values.data(), static_cast<int>(values.size()), MPI_UNSIGNED_LONG_LONG, 0, trainer_.comm());
