@@ -44,7 +44,7 @@ else
   launcher="$launcher -np $ranks"
 fi
 common="--model cnn --batch 32 --lr ${ADAPREC_EXPERIMENT_LR:-0.02} --warmup 0.25 --epochs 2 --train-limit 20000 --eval-every 50 --eval-samples 2000"
-common="$common --spec-steps 20 --spec-evals 2 --phase-steps 100 --val-images 1000 --holdout 2000 --no-progress"
+common="$common --spec-steps 20 --spec-evals 2 --phase-steps 100 --val-images 1000 --no-progress"
 echo "# $(date -u +%FT%TZ) ranks=$ranks vcluster=${rate:-no} common: $common ${ADAPREC_EXPERIMENT_ARGS:-}" >> "$out/commands.txt"
 for seed in $seeds; do
   for format in $formats; do

@@ -160,9 +160,11 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
   app.add_option("--val-images", o.validationImages, "--format adaptive: validation images per evaluation")
       ->check(atLeast(1))
       ->capture_default_str();
-  app.add_option("--holdout", o.holdout, "--format adaptive: training images held out as the validation set")
-      ->check(atLeast(1))
-      ->capture_default_str();
+  app.add_option("--holdout", o.holdout,
+                 "--format adaptive: training images held out as the validation set, never trained on "
+                 "(default: --val-images, the images each evaluation uses; fewer: each evaluation uses them all, "
+                 "more: the rest is taken from training and never used)")
+      ->check(atLeast(1));
   app.add_flag("!--no-prune", o.prune, "--format adaptive: speculate every candidate at every phase (default: "
                                        "candidates that cannot pay are not speculated; docs/trainer.md, pruning)");
   app.add_option("--min-speedup", o.minSpeedup, "--format adaptive: a candidate is speculated only if its measured "
@@ -320,10 +322,10 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
                 "--format adaptive: this build has no precision controller (it needs the predictor and the communicator)");
   Dataset validation;
   if (adaptive) {
-    ADAPREC_CHECK_ARG(o.holdout > 0 && o.holdout < train.count(), "--holdout " << o.holdout << " of " << train.count()
-                                                                               << " training images");
-    // The last --holdout training images: fixed, never trained on, identical on every rank.
-    const std::size_t keep = train.count() - o.holdout;
+    const std::size_t holdout = o.holdout > 0 ? o.holdout : o.validationImages;
+    ADAPREC_CHECK_ARG(holdout < train.count(), "--holdout " << holdout << " of " << train.count() << " training images");
+    // The last `holdout` training images: fixed, never trained on, identical on every rank.
+    const std::size_t keep = train.count() - holdout;
     validation = train;
     validation.pixels.erase(validation.pixels.begin(),
                             validation.pixels.begin() + static_cast<std::ptrdiff_t>(keep * train.pixelsPerImage()));

@@ -38,7 +38,9 @@ struct RunOptions {
   std::uint64_t phaseSteps = controllerDefaults().continuationSteps;  // continuation after each decision
   double maxOverhead = controllerDefaults().maxOverhead;  // bound on abandoned speculation per phase
   std::size_t validationImages = controllerDefaults().validationImages;
-  std::size_t holdout = 2000;  // training images held out as the validation set (adaptive only)
+  // Training images held out as the validation set (adaptive only); 0: exactly --val-images, the images
+  // evaluated (more would be taken from training and never used).
+  std::size_t holdout = 0;
   std::string rule = controllerDefaults().rule == controller::DecisionRule::kGainPerSecond ? "gain" : "risk";
   bool prune = controllerDefaults().prune;              // pruning by step time (lib/controller/pruning.hpp)
   double minSpeedup = controllerDefaults().minSpeedup;  // a candidate's step must be this much faster than fp32's

@@ -7,13 +7,15 @@ Single-process runs (no mpirun; a singleton MPI job):
   * a log that cannot be written (--log /dev/full) fails with one line naming the path and errno's text;
   * a diverging run (huge --lr) exits 3 with one "training diverged" line, not an "[internal error]";
   * numeric options out of range say what is valid (no "1.797...e308"), list options are checked;
-  * a layer named twice in --format, and format lists that offer 'adaptive' where it is refused.
+  * a layer named twice in --format, and format lists that offer 'adaptive' where it is refused;
+  * --format adaptive holds out exactly --val-images training images unless --holdout says otherwise.
 Under `mpirun -np 2`:
   * swapping rank 0's and rank 1's checkpoint files is refused on resume, naming the file and the rank;
   * a rank file copied in from another run of the same command is refused ("different runs").
 Exit 0 when every case passes, 1 otherwise.
 """
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -86,6 +88,26 @@ def check_single(train):
     expect("--candidates naming a format twice is refused", rc != 0 and "more than once" in err, f"exit {rc}:\n{err}")
 
 
+def trained_steps(train, work, extra):
+    """The last step of a short adaptive run (-1 if it failed): one epoch, so it counts the images trained on."""
+    log = os.path.join(work, "holdout.jsonl")
+    rc, out, err = run([train] + SMALL + ["--format", "adaptive", "--val-images", "48", "--spec-steps", "2",
+                                          "--spec-evals", "1", "--phase-steps", "2", "--log", log] + extra)
+    if rc != 0:
+        print(f"  exit {rc}:\n{out}{err}"[-2000:], flush=True)
+        return -1
+    steps = [json.loads(line).get("step", -1) for line in open(log) if '"event":"eval"' in line]
+    return max(steps, default=-1)
+
+
+def check_holdout(train, work):
+    # 400 synthetic images, batch 16: 352 trained on (22 steps) when 48 are held out, 256 (16) when 144 are.
+    default, same, more = (trained_steps(train, work, extra) for extra in ([], ["--holdout", "48"], ["--holdout", "144"]))
+    expect("adaptive without --holdout holds out --val-images (48) images: 22 steps",
+           default == 22 and same == 22, f"steps {default} (default), {same} (--holdout 48)")
+    expect("--holdout 144 trains on 256 images: 16 steps", more == 16, f"steps {more}")
+
+
 def rank_files(directory):
     return sorted(glob.glob(os.path.join(directory, "step-*.rank-*.ckpt")))
 
@@ -133,6 +155,7 @@ def main():
     work = tempfile.mkdtemp(prefix="adaprec-train-cli-")
     try:
         check_single(train)
+        check_holdout(train, work)
         check_checkpoints(train, mpirun, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

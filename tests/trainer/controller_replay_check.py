@@ -58,12 +58,14 @@ with tempfile.TemporaryDirectory() as scratch:
     subprocess.run([mpirun, *mpirun_args, "-np", "2", train, "--model", "mlp", "--format", "adaptive",
                     "--batch", "32", "--lr", "0.01", "--epochs", "1", "--train-limit", "6000",
                     "--eval-samples", "500", "--spec-steps", "10", "--spec-evals", "2", "--phase-steps", "20",
-                    "--max-overhead", "1", "--val-images", "500", "--seed", "7", "--log", log, "--no-progress"]
+                    "--max-overhead", "1", "--val-images", "500", "--holdout", "2000", "--seed", "7", "--log", log, "--no-progress"]
                    + (["--min-speedup", "0"] if prune else ["--no-prune"])
                    + (["--lr-schedule", schedule] if schedule else []),
                    check=True, env=env)
     records = [json.loads(line) for line in open(log) if '"event":"decision"' in line]
     skipped = [json.loads(line) for line in open(log) if '"event":"speculation_skipped"' in line]
+    # The step training ends at (the final evaluation's): predictions are capped there.
+    total_steps = max(json.loads(line)["step"] for line in open(log) if '"event":"eval"' in line)
 
 # Pruning may skip a phase where every candidate measured slower than fp32 (shared memory).
 check(len(records) + (len(skipped) if prune else 0) >= 2, f"only {len(records)} decisions logged")
@@ -73,6 +75,7 @@ for r in records:
     options = _capi.ControllerOptions()
     lib.AdaPrec_ControllerDefaultOptions(ctypes.byref(options))
     options.continuationSteps = r["continuation_steps"]
+    options.totalSteps = total_steps
     options.maxOverhead = r["max_overhead"]  # 1: continuations do not depend on branch seconds
     options.validationImages = r["validation_images"]
     options.rule = _capi.RULE_RISK if r["rule"] == "risk" else _capi.RULE_GAIN
