@@ -231,6 +231,12 @@ void Steps::waitPieces(std::vector<RequestPtr>& pieces, std::size_t bytes, std::
   pieces.clear();
 }
 
+bool Steps::arrived(const std::vector<RequestPtr>& pieces) {
+  for (const RequestPtr& request : pieces)
+    if (!request->done()) return false;
+  return true;
+}
+
 void Steps::waitRecv(Request& request, std::size_t expectedBytes) {
   const std::uint64_t start = fastClockTicks();
   const std::size_t got = request.wait();

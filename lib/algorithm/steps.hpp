@@ -65,6 +65,8 @@ class Steps {
                   std::size_t piece, std::vector<RequestPtr>& into);
   std::vector<RequestPtr> recvPieces(int peer, std::byte* data, std::size_t bytes, int tag, std::size_t piece);
   void waitPieces(std::vector<RequestPtr>& pieces, std::size_t bytes, std::size_t piece);
+  // Whether every piece of a receive has arrived (progresses the transport, never blocks).
+  static bool arrived(const std::vector<RequestPtr>& pieces);
   static constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 26;
 
   // Waits for a receive and checks that exactly `expectedBytes` arrived (else Error(kMismatch)).

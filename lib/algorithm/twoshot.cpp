@@ -77,6 +77,27 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     }
   }
 
+  // Allgather segments decoded so far, per owner (in segment order). While this rank waits for its own
+  // chunk's later segments, the other owners' segments that are already in are decoded (decodeArrived),
+  // not all at the end: decoding (p-1)/p of the buffer after the last transfer was a tail the ring does
+  // not have (it decodes each segment as it forwards it). Each value is decoded once, wherever it is
+  // decoded, so the result does not depend on when the segments arrive.
+  std::vector<std::size_t> decoded(p, 0);
+  auto decodeSegment = [&](int owner) {
+    const std::size_t k = decoded[owner]++;
+    const std::size_t bytes = layout.segmentBytes(owner, k);
+    steps.waitPieces(gatherRecvs[owner][k], bytes, piece);
+    steps.decode(gatherStage.data() + layout.segmentByteOffset(owner, k), bytes, buf + layout.segmentOffset(owner, k),
+                 layout.segmentCount(owner, k));
+  };
+  auto decodeArrived = [&] {
+    for (int d = p - 1; d >= 1; --d) {
+      const int owner = (r + d) % p;
+      while (decoded[owner] < layout.segments(owner) && Steps::arrived(gatherRecvs[owner][decoded[owner]]))
+        decodeSegment(owner);
+    }
+  };
+
   // Sum chunk r segment by segment in the fixed order r+1, r+2, ..., then encode it once and send it
   // to everyone.
   for (std::size_t k = 0; k < mine; ++k) {
@@ -92,17 +113,14 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     std::byte* dst = sendStage.data() + layout.segmentByteOffset(r, k);
     steps.encodeKeepDecoded(acc, n, dst, bytes, 0, layout.segmentOffset(r, k), count);
     for (int d = 1; d < p; ++d) steps.sendPieces((r + d) % p, dst, bytes, n, kTagAllgather, piece, sends);
+    decodeArrived();
   }
 
-  // Allgather: decode every other owner's chunk, segment by segment.
+  // Allgather: decode the rest of every other owner's chunk, segment by segment.
   for (std::size_t k = 0; k < most; ++k) {
     for (int d = p - 1; d >= 1; --d) {
       const int owner = (r + d) % p;
-      if (k >= layout.segments(owner)) continue;
-      const std::size_t bytes = layout.segmentBytes(owner, k);
-      steps.waitPieces(gatherRecvs[owner][k], bytes, piece);
-      steps.decode(gatherStage.data() + layout.segmentByteOffset(owner, k), bytes,
-                   buf + layout.segmentOffset(owner, k), layout.segmentCount(owner, k));
+      if (k < layout.segments(owner) && k >= decoded[owner]) decodeSegment(owner);
     }
   }
   steps.waitAll(sends);
