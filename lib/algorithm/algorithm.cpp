@@ -217,11 +217,14 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
   const double native = choice.candidates.front().seconds;
   for (const AutoCandidate& c : choice.candidates) {
     if (c.algorithm == Algorithm::kNative || !c.withinBudget || c.seconds > fastest * kAutoTieMargin) continue;
-    // One node: the native curve does not extrapolate above its largest probe (measured 2-5x slower
-    // at 256 MiB than its slope says): there the compressed algorithm is taken; within the probed
-    // sizes, and between nodes, only by the margin.
+    // Above native's largest probe its time is extrapolated: on one node (measured 2-5x slower at
+    // 256 MiB than its slope says) the engine algorithm is taken whatever it says, between nodes when
+    // within kAutoExtrapolatedNativeMargin of it; the trial then measures both. Within the probed
+    // sizes only by the margin.
     const bool nativeBeyondProbes = 4.0 * static_cast<double>(count) > calibration.native.back().first;
-    if ((t.nodes == 1 && nativeBeyondProbes) || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
+    const bool extrapolated =
+        nativeBeyondProbes && (t.nodes == 1 || c.seconds <= native * kAutoExtrapolatedNativeMargin);
+    if (extrapolated || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
     break;
   }
   return choice;
