@@ -323,7 +323,10 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
   Dataset validation;
   if (adaptive) {
     const std::size_t holdout = o.holdout > 0 ? o.holdout : o.validationImages;
-    ADAPREC_CHECK_ARG(holdout < train.count(), "--holdout " << holdout << " of " << train.count() << " training images");
+    ADAPREC_CHECK_ARG(holdout < train.count(), "--format adaptive holds out "
+                                                   << holdout << " training images as its validation set ("
+                                                   << (o.holdout > 0 ? "--holdout" : "--val-images: no --holdout given")
+                                                   << ") but there are " << train.count() << "; give fewer");
     // The last `holdout` training images: fixed, never trained on, identical on every rank.
     const std::size_t keep = train.count() - holdout;
     validation = train;
