@@ -81,8 +81,9 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     for (int id : ranks.nodeIds()) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
     const CommunicatorOptions environment = CommunicatorOptions::fromEnvironment();
     detail::AutoSelector selector(std::move(layout), {environment.maxQuantizations, environment.calibrationPath, false,
-                                                      comm.interNodeMessageBytes()});
-    for (Format format : modelFormats(options)) selector.ensureCalibration(comm.transport(), format);
+                                                      comm.interNodeMessageBytes(), environment.segmentCount});
+    const detail::DevicePlace place{device, detail::deviceDirect(comm.transport(), device)};
+    for (Format format : modelFormats(options)) selector.ensureCalibration(comm.transport(), format, place);
     model = selector.calibration();
     probeSeconds = ranks.maxOverRanks(selector.probeSeconds());
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "adaprec/error.hpp"
+#include "algorithm/algorithm.hpp"
 #include "bench_data.hpp"
 #include "result_check.hpp"
 
@@ -122,7 +123,12 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     fillCheck(context, native, data, buffers, Format::kFp32, false);
     // One rank moves nothing between ranks: the model has no link to predict with.
     const bool predict = context.model != nullptr && p > 1;
-    if (predict) native.predictedUs = detail::predictSeconds(*context.model, Algorithm::kNative, Format::kFp32, count) * 1e6;
+    // Device buffers: the device's codec and, unless the transport takes device memory, the staging.
+    const detail::Placement placement{context.device != nullptr,
+                                      detail::deviceDirect(context.comm.transport(), context.device)};
+    if (predict)
+      native.predictedUs =
+          detail::predictSeconds(*context.model, Algorithm::kNative, Format::kFp32, count, placement) * 1e6;
     emit(context, rows, std::move(native));
 
     // The other baselines, timed and checked as the fp32 one; the bytes a ring of their format sends.
@@ -190,7 +196,8 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
         row.quantizations =
             isLossless(stats.format) ? 0 : detail::quantizationsPerValue(stats.algorithm, stats.format, row.ranks, nodes);
         fillCheck(context, row, data, buffers, stats.format, spec.errorFeedback);
-        if (predict) row.predictedUs = detail::predictSeconds(*context.model, stats.algorithm, stats.format, count) * 1e6;
+        if (predict)
+          row.predictedUs = detail::predictSeconds(*context.model, stats.algorithm, stats.format, count, placement) * 1e6;
         emit(context, rows, std::move(row));
       }
     }

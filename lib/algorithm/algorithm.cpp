@@ -193,11 +193,11 @@ std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, 
 }
 
 AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
-                           int maxQuantizations) {
+                           int maxQuantizations, Placement placement) {
   const CalibrationTopology& t = calibration.topology;
   AutoChoice choice;
   // native sends fp32 under auto whatever the format: no quantization.
-  choice.candidates.push_back({Algorithm::kNative, predictSeconds(calibration, Algorithm::kNative, format, count), 0,
+  choice.candidates.push_back({Algorithm::kNative, predictSeconds(calibration, Algorithm::kNative, format, count, placement), 0,
                                true});
   double fastest = std::numeric_limits<double>::infinity();
   for (Algorithm algorithm : allAlgorithms()) {
@@ -208,7 +208,7 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
     c.algorithm = algorithm;
     c.quantizations = isLossless(format) ? 0 : quantizationsPerValue(algorithm, format, t.ranks, t.nodes);
     c.withinBudget = c.quantizations <= maxQuantizations;
-    c.seconds = predictSeconds(calibration, algorithm, format, count);
+    c.seconds = predictSeconds(calibration, algorithm, format, count, placement);
     choice.candidates.push_back(c);
     if (c.withinBudget) fastest = std::min(fastest, c.seconds);
   }

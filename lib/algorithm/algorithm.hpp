@@ -157,7 +157,7 @@ struct AutoChoice {
 // between nodes). The trial then confirms it by measurement. A pure function of its arguments: ranks that hold
 // the same (agreed) calibration choose the same.
 AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::size_t count,
-                           int maxQuantizations);
+                           int maxQuantizations, Placement placement = {});
 // What hierarchical's share owners run (the inner allreduce among the ranks with the same local rank) among `nodes`
 // ranks: twoshot up to kTwoShotMaxRanks nodes (2 quantizations), else rabenseifner, for fp32 too: the
 // engine's eager messages got the loaded link's rate where MPI_Allreduce between the two ranks of 2

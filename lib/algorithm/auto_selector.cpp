@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 #include "codec/host_kernels.hpp"
@@ -55,50 +56,52 @@ CalibrationTopology AutoSelector::topology() const {
           codec::hostKernels().isa, settings_.messageBytes};
 }
 
-AutoSelector::SizeClassKey AutoSelector::keyOf(Format format, std::size_t count) {
+AutoSelector::SizeClassKey AutoSelector::keyOf(Format format, std::size_t count, const DevicePlace& place) {
   const std::size_t bytes = count * sizeof(float);
-  return {format, bytes == 0 ? -1 : static_cast<int>(std::bit_width(bytes)) - 1};
+  return {format, bytes == 0 ? -1 : static_cast<int>(std::bit_width(bytes)) - 1, place.device != nullptr};
 }
 
-std::optional<Algorithm> AutoSelector::modelChoice(Transport& transport, Format format, std::size_t count) {
+std::optional<Algorithm> AutoSelector::modelChoice(Transport& transport, Format format, std::size_t count,
+                                                   const DevicePlace& place) {
   if (autoGuard(format, count, transport.size(), layout_.nodes())) {
-    report(transport, format, count, nullptr);
+    report(transport, format, count, place, nullptr);
     return std::nullopt;
   }
-  const AutoChoice choice = chooseAlgorithm(ensureCalibration(transport, format), format, count,
-                                            settings_.maxQuantizations);
-  report(transport, format, count, &choice);
+  const AutoChoice choice = chooseAlgorithm(ensureCalibration(transport, format, place), format, count,
+                                            settings_.maxQuantizations, place.placement());
+  report(transport, format, count, place, &choice);
   return choice.algorithm;
 }
 
-Algorithm AutoSelector::choose(Transport& transport, Format format, std::size_t count) {
-  const std::optional<Algorithm> model = modelChoice(transport, format, count);
+Algorithm AutoSelector::choose(Transport& transport, Format format, std::size_t count, const DevicePlace& place) {
+  const std::optional<Algorithm> model = modelChoice(transport, format, count, place);
   if (!model || *model == Algorithm::kNative) return Algorithm::kNative;
-  const auto it = trials_.find(keyOf(format, count));
+  const auto it = trials_.find(keyOf(format, count, place));
   return it != trials_.end() && it->second.settled ? *it->second.settled : *model;
 }
 
-AutoCall AutoSelector::nextCall(Transport& transport, Format format, std::size_t count) {
-  const std::optional<Algorithm> model = modelChoice(transport, format, count);
+AutoCall AutoSelector::nextCall(Transport& transport, Format format, std::size_t count, const DevicePlace& place) {
+  const std::optional<Algorithm> model = modelChoice(transport, format, count, place);
   if (!model || *model == Algorithm::kNative) return {Algorithm::kNative, false};
-  Trial& trial = trials_[keyOf(format, count)];
+  Trial& trial = trials_[keyOf(format, count, place)];
   if (trial.settled) return {*trial.settled, false};
   if (trial.calls == 0) trial.engine = *model;
   // Native first: the first call of a size class gets the exact answer whatever the trial shows.
   return {trial.calls % 2 == 0 ? Algorithm::kNative : trial.engine, true};
 }
 
-bool AutoSelector::inTrial(Format format, std::size_t count) const {
-  const auto it = trials_.find(keyOf(format, count));
+bool AutoSelector::inTrial(Format format, std::size_t count, const DevicePlace& place) const {
+  const auto it = trials_.find(keyOf(format, count, place));
   return it != trials_.end() && !it->second.settled;
 }
 
-void AutoSelector::recordTrial(Transport& transport, Format format, std::size_t count, double seconds) {
+void AutoSelector::recordTrial(Transport& transport, Format format, std::size_t count, double seconds,
+                               const DevicePlace& place) {
   // Non-negative doubles order as their bits: the max of the bits is the slowest rank's time.
   std::uint64_t bits = std::bit_cast<std::uint64_t>(std::max(seconds, 0.0));
   transport.allreduceMax(&bits, 1);
   const double perElement = std::bit_cast<double>(bits) / static_cast<double>(std::max<std::size_t>(count, 1));
-  Trial& trial = trials_[keyOf(format, count)];
+  Trial& trial = trials_[keyOf(format, count, place)];
   if (trial.settled) return;
   double& side = trial.calls % 2 == 0 ? trial.nativePerElement : trial.enginePerElement;
   side = trial.calls < 2 ? perElement : std::min(side, perElement);
@@ -107,22 +110,46 @@ void AutoSelector::recordTrial(Transport& transport, Format format, std::size_t 
   trial.settled = trial.enginePerElement < trial.nativePerElement ? trial.engine : Algorithm::kNative;
   if (settings_.debug && transport.rank() == 0) {
     const double elements = static_cast<double>(count);
-    std::fprintf(stderr, "adaprec: auto %s %s: trial measured native fp32 %s, %s %s -> %s\n",
+    std::fprintf(stderr, "adaprec: auto %s %s%s: trial measured native fp32 %s, %s %s -> %s\n",
                  std::string(formatName(format)).c_str(), sizeText(elements * sizeof(float)).c_str(),
+                 place.device != nullptr ? " on the device" : "",
                  secondsText(trial.nativePerElement * elements).c_str(), std::string(algorithmName(trial.engine)).c_str(),
                  secondsText(trial.enginePerElement * elements).c_str(),
                  std::string(algorithmName(*trial.settled)).c_str());
   }
 }
 
-const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format format) {
+const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format format, const DevicePlace& place) {
   if (!calibration_) loadOrProbe(transport);
+  // Every rank holds the same calibration and passes the same place, so every rank lacks the same
+  // measurements and probes them now, all at once.
+  bool changed = false;
   if (calibration_->codec.count(format) == 0) {
-    // Every rank holds the same calibration, so every rank lacks the same format and probes it now.
     transport.barrier();
     calibration_->codec[format] = agreeCodec(transport, measureCodec(format));
-    save(transport);
+    changed = true;
   }
+  if (place.device != nullptr) {
+    std::optional<DeviceCosts>& device = calibration_->device;
+    if (device && device->space != place.device->memorySpace()) device.reset();  // one device per calibration
+    if (!device) {
+      device = DeviceCosts{std::string(place.device->memorySpace()), {}, -1.0};
+      changed = true;
+    }
+    // Staging only where calls stage (a direct transport never copies a message between host and device).
+    if (!place.direct && device->stagingSecondsPerByte < 0) {
+      transport.barrier();
+      device->stagingSecondsPerByte = agreeSeconds(transport, measureStaging(*place.device));
+    }
+    for (const Format f : {Format::kFp32, format}) {
+      if (device->codec.count(f) != 0) continue;
+      transport.barrier();
+      device->codec[f] = agreeCodec(
+          transport, measureDeviceCodec(*place.device, f, settings_.segmentCount, place.input, place.inputCount));
+      changed = true;
+    }
+  }
+  if (changed) save(transport);
   return *calibration_;
 }
 
@@ -187,14 +214,19 @@ void AutoSelector::save(Transport& transport) const {
   }
 }
 
-void AutoSelector::report(Transport& transport, Format format, std::size_t count, const AutoChoice* choice) {
+void AutoSelector::report(Transport& transport, Format format, std::size_t count, const DevicePlace& place,
+                          const AutoChoice* choice) {
   if (!settings_.debug || transport.rank() != 0) return;
   const std::size_t bytes = count * sizeof(float);
-  const int sizeClass = keyOf(format, count).second;
-  if (!reported_.insert({format, sizeClass}).second) return;
+  const SizeClassKey key = keyOf(format, count, place);
+  const int sizeClass = std::get<1>(key);
+  if (!reported_.insert(key).second) return;
   std::ostringstream line;
   line << "adaprec: auto " << formatName(format) << ' ' << sizeText(static_cast<double>(bytes)) << " (class "
-       << (sizeClass < 0 ? std::string("0 B") : sizeText(std::ldexp(1.0, sizeClass))) << "): ";
+       << (sizeClass < 0 ? std::string("0 B") : sizeText(std::ldexp(1.0, sizeClass)));
+  if (place.device != nullptr)
+    line << ", " << place.device->memorySpace() << " memory, " << (place.direct ? "direct" : "staged");
+  line << "): ";
   if (choice == nullptr) {
     line << "native fp32 (guard: ";
     if (transport.size() == 1) {

@@ -10,11 +10,13 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "adaprec/transport.hpp"
 #include "algorithm/algorithm.hpp"
 #include "algorithm/calibration.hpp"
+#include "algorithm/device_codec.hpp"
 
 namespace adaprec::detail {
 
@@ -23,6 +25,21 @@ struct AutoSettings {
   std::string calibrationPath;  // empty: probe, keep in memory only; a directory: calibrationFile()
   bool debug = false;           // rank 0 prints each choice once per format and size class
   std::size_t messageBytes = 0;  // largest message between nodes (0: whole; always 0 on one node)
+  std::size_t segmentCount = kDefaultSegmentCount;  // elements per codec call (the device probe's calls)
+};
+
+// Where a call's buffers live: host memory (device null, or a DeviceCodec of host memory), or a
+// device whose codec and staging the model then costs (Calibration::device), direct when the
+// transport takes its memory as it is. Every rank of a call must pass the same placement (the
+// Communicator agrees it with the call before auto consults the model).
+struct DevicePlace {
+  DeviceCodec* device = nullptr;
+  bool direct = false;
+  // The call's input on the device (read only), which a device probe codes: real values, and no copy
+  // between host and device. Null: the probe uploads values of its own.
+  const float* input = nullptr;
+  std::size_t inputCount = 0;
+  Placement placement() const { return {device != nullptr, device != nullptr && direct}; }
 };
 
 // The file ADAPREC_CALIBRATION=`path` names for this communicator: `path` itself, or, where `path` ends
@@ -47,25 +64,27 @@ class AutoSelector {
   // outcome once the size class has one, else the model's choice. Collective whenever the model is
   // consulted for a format it has no codec measurement of yet (the first time only), so every rank
   // must call it for the same (format, count) in the same order; the guard cases never are.
-  Algorithm choose(Transport& transport, Format format, std::size_t count);
+  Algorithm choose(Transport& transport, Format format, std::size_t count, const DevicePlace& place = {});
 
   // What the next allreduce of (format, count) runs. Where the model picks an engine algorithm over
   // native, the first kAutoTrialCalls calls of the (format, size class) are a trial: native and the
   // engine algorithm in turn, native first; their agreed times (recordTrial) decide what every later
   // call runs, so auto never keeps an algorithm it measured slower than MPI_Allreduce. Collective as
   // choose().
-  AutoCall nextCall(Transport& transport, Format format, std::size_t count);
+  AutoCall nextCall(Transport& transport, Format format, std::size_t count, const DevicePlace& place = {});
   // Collective, after a call nextCall marked as a trial: agrees this rank's `seconds` (the slowest
   // rank's time counts) and advances the trial; the last one settles the size class.
-  void recordTrial(Transport& transport, Format format, std::size_t count, double seconds);
+  void recordTrial(Transport& transport, Format format, std::size_t count, double seconds,
+                   const DevicePlace& place = {});
   // Whether the size class of (format, count) has begun a trial and not settled it (identical on every
   // rank): timing loops warm up until it is false.
-  bool inTrial(Format format, std::size_t count) const;
+  bool inTrial(Format format, std::size_t count, const DevicePlace& place = {}) const;
 
   // The calibration, after choose() consulted the model (else nullopt). Collective variant: measures
-  // (or loads) it now, with the codec of `format`.
+  // (or loads) it now, with the codec of `format` (and with a device place, the device's codec of
+  // `format` and its staging: a loaded calibration of another memory space has them probed again).
   const std::optional<Calibration>& calibration() const { return calibration_; }
-  const Calibration& ensureCalibration(Transport& transport, Format format);
+  const Calibration& ensureCalibration(Transport& transport, Format format, const DevicePlace& place = {});
   const AutoSettings& settings() const { return settings_; }
   CalibrationTopology topology() const;
   // Seconds this rank spent in the last link probe (0 when loaded from the file or not yet run).
@@ -74,7 +93,8 @@ class AutoSelector {
  private:
   void loadOrProbe(Transport& transport);
   void save(Transport& transport) const;
-  void report(Transport& transport, Format format, std::size_t count, const AutoChoice* choice);
+  void report(Transport& transport, Format format, std::size_t count, const DevicePlace& place,
+              const AutoChoice* choice);
 
   // The measurements of one (format, size class): seconds per element, agreed (max over ranks).
   struct Trial {
@@ -84,10 +104,12 @@ class AutoSelector {
     double enginePerElement = 0;
     std::optional<Algorithm> settled;
   };
-  using SizeClassKey = std::pair<Format, int>;
-  static SizeClassKey keyOf(Format format, std::size_t count);
+  // (format, size class, on a device): host and device calls of one size differ in cost.
+  using SizeClassKey = std::tuple<Format, int, bool>;
+  static SizeClassKey keyOf(Format format, std::size_t count, const DevicePlace& place);
   // The model's choice, or nullopt where the guard decides (native).
-  std::optional<Algorithm> modelChoice(Transport& transport, Format format, std::size_t count);
+  std::optional<Algorithm> modelChoice(Transport& transport, Format format, std::size_t count,
+                                       const DevicePlace& place);
 
   RankLayout layout_;
   AutoSettings settings_;

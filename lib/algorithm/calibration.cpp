@@ -12,6 +12,7 @@
 #include "adaprec/codec.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/algorithm.hpp"
+#include "algorithm/device_codec.hpp"
 
 namespace adaprec::detail {
 namespace {
@@ -38,6 +39,13 @@ constexpr int kNativeReps = 2;
 // allreduces at 64 MiB by 60-86 % (4 ranks on 2 cores: every rank encodes at once from memory).
 constexpr std::size_t kCodecCount = std::size_t{1} << 21;
 constexpr double kCodecProbeSeconds = 0.02;
+constexpr std::size_t kDeviceCodecMaxCount = std::size_t{1} << 24;  // the device probe on a call's buffer
+// One window per device measurement: the device runs the pass whatever the host thread's scheduling
+// (the host codec's windows lost whole slices to descheduled ranks), and the probe runs inside the
+// first call of each format on the device, so each window is that call's delay.
+constexpr int kDeviceCodecWindows = 1;
+// 5 ms: hundreds of passes of a GPU's kernels at the sizes where compressing can pay.
+constexpr double kDeviceProbeSeconds = 0.005;
 constexpr int kCodecWindows = 3;
 
 double seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -126,10 +134,11 @@ std::vector<float> gradientLike(std::size_t count, int rank) {
 // 0.43 GB/s where the others measured 6.3-7.4, and the agreed max put every fp8s prediction +40-60 %
 // off). Bounded by time, not by speed: a slow (sanitized) build probes no longer than a fast one.
 template <class F>
-double windowSecondsPerElement(F&& f) {
+double windowSecondsPerElement(F&& f, std::size_t elementsPerCall = kCodecCount, int windowCount = kCodecWindows,
+                               double windowSeconds = kCodecProbeSeconds) {
   f();
   std::vector<double> windows;
-  for (int window = 0; window < kCodecWindows; ++window) {
+  for (int window = 0; window < windowCount; ++window) {
     const auto start = Clock::now();
     std::size_t calls = 0;
     double elapsed = 0;
@@ -137,8 +146,8 @@ double windowSecondsPerElement(F&& f) {
       f();
       ++calls;
       elapsed = seconds(start);
-    } while (elapsed < kCodecProbeSeconds);
-    windows.push_back(elapsed / static_cast<double>(calls * kCodecCount));
+    } while (elapsed < windowSeconds);
+    windows.push_back(elapsed / static_cast<double>(calls * elementsPerCall));
   }
   return median(std::move(windows));
 }
@@ -172,6 +181,84 @@ CodecCost measureCodec(Format format) {
   k.decodeAdd =
       windowSecondsPerElement([&] { decodeAdd(format, chunk.data(), chunk.size(), output.data(), kCodecCount); });
   return k;
+}
+
+CodecCost measureDeviceCodec(DeviceCodec& device, Format format, std::size_t callElements, const float* input,
+                             std::size_t inputCount) {
+  // As an allreduce calls it: one call per segment, queued back to back, one synchronization per pass
+  // (a GPU's launch cost per call counts). The values: the caller's own buffer on the device where
+  // given (real data at the call's own size, up to 64 MiB: past a GPU's L2 cache where the call is;
+  // nothing copied between host and device), else 8 MiB of gradient-like values uploaded once through
+  // pinned memory.
+  DeviceScratch values(device), output(device), chunks(device);
+  if (input == nullptr || inputCount == 0) {
+    inputCount = kCodecCount;
+    auto* in = static_cast<float*>(values.get(kCodecCount * sizeof(float)));
+    const std::vector<float> host = gradientLike(kCodecCount, 1);
+    HostStaging upload(device, kCodecCount * sizeof(float));  // pinned: a pageable copy would wait for itself
+    std::copy(host.begin(), host.end(), upload.as<float>());
+    device.copyToDevice(in, upload.as<float>(), kCodecCount * sizeof(float));
+    device.synchronize();
+    input = in;
+  }
+  const std::size_t total = std::min(inputCount, kDeviceCodecMaxCount);
+  const std::size_t per = std::max<std::size_t>(1, std::min(callElements, total));
+  auto* out = static_cast<float*>(output.get(total * sizeof(float)));
+  std::vector<std::size_t> chunkOffsets;
+  std::size_t chunkBytes = 0;
+  for (std::size_t first = 0; first < total; first += per) {
+    chunkOffsets.push_back(chunkBytes);
+    chunkBytes += encodedBytes(format, std::min(per, total - first));
+  }
+  chunkOffsets.push_back(chunkBytes);
+  auto* chunk = static_cast<std::byte*>(chunks.get(chunkBytes));
+  device.fillZero(out, total * sizeof(float));
+  device.synchronize();
+  auto pass = [&](auto&& call) {
+    for (std::size_t i = 0, first = 0; first < total; ++i, first += per)
+      call(first, std::min(per, total - first), chunk + chunkOffsets[i], chunkOffsets[i + 1] - chunkOffsets[i]);
+    device.synchronize();
+  };
+  CodecCost k;
+  k.encode = windowSecondsPerElement(
+      [&] {
+        pass([&](std::size_t f, std::size_t n, std::byte* at, std::size_t b) { device.encode(format, input + f, n, at, b); });
+      },
+      total, kDeviceCodecWindows, kDeviceProbeSeconds);
+  k.decode = windowSecondsPerElement(
+      [&] {
+        pass([&](std::size_t f, std::size_t n, std::byte* at, std::size_t b) { device.decode(format, at, b, out + f, n); });
+      },
+      total, kDeviceCodecWindows, kDeviceProbeSeconds);
+  k.decodeAdd = windowSecondsPerElement(
+      [&] {
+        pass([&](std::size_t f, std::size_t n, std::byte* at, std::size_t b) { device.decodeAdd(format, at, b, out + f, n); });
+      },
+      total, kDeviceCodecWindows, kDeviceProbeSeconds);
+  return k;
+}
+
+double measureStaging(DeviceCodec& device) {
+  const std::size_t bytes = kCodecCount * sizeof(float);
+  DeviceScratch onDevice(device);
+  void* d = onDevice.get(bytes);
+  HostStaging host(device, bytes);
+  std::fill_n(host.as<unsigned char>(), bytes, 0);
+  device.fillZero(d, bytes);
+  device.synchronize();
+  const double down = windowSecondsPerElement(
+      [&] {
+        device.copyToHost(host.as<void>(), d, bytes);
+        device.synchronize();
+      },
+      kCodecCount, kDeviceCodecWindows, kDeviceProbeSeconds);
+  const double up = windowSecondsPerElement(
+      [&] {
+        device.copyToDevice(d, host.as<void>(), bytes);
+        device.synchronize();
+      },
+      kCodecCount, kDeviceCodecWindows, kDeviceProbeSeconds);
+  return std::max(down, up) / sizeof(float);  // per element of kCodecCount -> per byte
 }
 
 Calibration measureCalibration(Transport& transport, const RankLayout& layout, const CalibrationTopology& topology) {
@@ -280,6 +367,12 @@ Calibration agreeCalibration(Transport& transport, const Calibration& local) {
     entry.second.decodeAdd = valueOf(words[i++]);
   }
   return agreed;
+}
+
+double agreeSeconds(Transport& transport, double local) {
+  std::uint64_t word = bitsOf(local);
+  transport.allreduceMax(&word, 1);
+  return valueOf(word);
 }
 
 CodecCost agreeCodec(Transport& transport, const CodecCost& local) {

@@ -12,6 +12,8 @@
 
 namespace adaprec::detail {
 
+class DeviceCodec;
+
 // Where the ranks are: node index (0 .. nodes-1, in order of first appearance) of every rank.
 struct RankLayout {
   std::vector<int> nodeOf;
@@ -26,11 +28,19 @@ struct RankLayout {
 Calibration measureCalibration(Transport& transport, const RankLayout& layout, const CalibrationTopology& topology);
 // Local: this rank's codec speed for `format` (the caller makes every rank run it at once).
 CodecCost measureCodec(Format format);
+// Local: `format`'s codec on `device` (DeviceCodec), called as an allreduce calls it, per
+// callElements-element segment, synchronized once per pass over 8 MiB of fp32; on `input` (inputCount
+// floats of device memory, read only) when given, else on values it uploads.
+CodecCost measureDeviceCodec(DeviceCodec& device, Format format, std::size_t callElements,
+                             const float* input = nullptr, std::size_t inputCount = 0);
+// Local: seconds per byte of one copy between pinned host memory and `device`, the slower direction.
+double measureStaging(DeviceCodec& device);
 // Collective: every time-like number of `local` max-reduced over the ranks (bandwidths as seconds per
 // byte, so the slowest rank's counts). Every rank must pass calibrations with the same native probe
 // sizes and the same codec formats. Exactly what each rank then holds is the same bits.
 Calibration agreeCalibration(Transport& transport, const Calibration& local);
-// The same for one codec measurement.
+// The same for one codec measurement, and for one number of seconds.
 CodecCost agreeCodec(Transport& transport, const CodecCost& local);
+double agreeSeconds(Transport& transport, double local);
 
 }  // namespace adaprec::detail

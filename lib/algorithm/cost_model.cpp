@@ -17,9 +17,9 @@ namespace {
 // Version 2 (2026-11-27) adds message_bytes; a version 1 file is refused (and probed again).
 constexpr std::string_view kMagic = "adaprec-calibration 2";
 
-const CodecCost& codecOf(const Calibration& calibration, Format format) {
-  auto it = calibration.codec.find(format);
-  ADAPREC_CHECK(it != calibration.codec.end(), ErrorCode::kInternal,
+const CodecCost& codecOf(const std::map<Format, CodecCost>& codecs, Format format) {
+  auto it = codecs.find(format);
+  ADAPREC_CHECK(it != codecs.end(), ErrorCode::kInternal,
                 "the cost model has no codec measurement of " << formatName(format));
   return it->second;
 }
@@ -118,16 +118,28 @@ std::vector<std::string_view> words(std::string_view line) {
 // (2) on every rank at once, the inner algorithm (hierarchicalInnerAlgorithm) on its share among the
 // N ranks with its local rank, over the loaded inter-node link; (3) an fp32 allgather inside the node
 // (L-1 steps, (L-1) 4n/L bytes, (L-1) n/L copies).
-double predictSeconds(const Calibration& calibration, Algorithm algorithm, Format format, std::size_t count) {
+// On device buffers the codec terms are the device's; staged (the transport takes host memory only),
+// every byte a rank sends was copied from the device first and every byte it receives goes up after
+// (the algorithms' messages are symmetric: received = sent), native copies the whole buffer down and
+// up, and hierarchical the buffer down, the node's contributions and the other shares up and its own
+// share down (hierarchical.cpp). The copies add to the rest, as the codec does.
+double predictSeconds(const Calibration& calibration, Algorithm algorithm, Format format, std::size_t count,
+                      Placement placement) {
   ADAPREC_CHECK_ARG(algorithm != Algorithm::kAuto, "predictSeconds needs a resolved algorithm");
   const CalibrationTopology& t = calibration.topology;
   if (t.ranks <= 1 || count == 0) return 0.0;
+  ADAPREC_CHECK(!placement.device || calibration.device, ErrorCode::kInternal,
+                "the cost model has no measurement of the device");
+  const std::map<Format, CodecCost>& codecs = placement.device ? calibration.device->codec : calibration.codec;
+  const double staging = placement.device && !placement.direct ? calibration.device->stagingSecondsPerByte : 0.0;
+  ADAPREC_CHECK(staging >= 0, ErrorCode::kInternal, "the cost model has no measurement of the device's staging");
   const double n = static_cast<double>(count);
-  if (algorithm == Algorithm::kNative) return nativeSeconds(calibration, 4 * n);
+  if (algorithm == Algorithm::kNative) return nativeSeconds(calibration, 4 * n) + 2 * 4 * n * staging;
   const double flatAlpha = t.nodes > 1 ? calibration.inter.alphaSeconds : calibration.intra.alphaSeconds;
   if (algorithm != Algorithm::kHierarchical) {
     AlgorithmWork w = algorithmWork(algorithm, format, count, t.ranks);
-    const CodecCost& k = codecOf(calibration, format);
+    const CodecCost& k = codecOf(codecs, format);
+    const double copies = 2 * w.sentBytes * staging;
     // With L > 1 ranks per node only part of a flat algorithm's bytes cross nodes, and the loaded
     // bandwidth was measured with L streams sharing each node's link: ring's one crossing stream
     // per node and step gets the whole link (L x loaded); the others send (p-L)/(p-1) of their bytes
@@ -137,12 +149,12 @@ double predictSeconds(const Calibration& calibration, Algorithm algorithm, Forma
       const double p = t.ranks;
       w.sentBytes *= algorithm == Algorithm::kRing ? 1.0 / l : (p - l) / (p - 1);
     }
-    return linkSeconds(w, flatAlpha, calibration.loaded.bytesPerSecond) + codecSeconds(w, k);
+    return linkSeconds(w, flatAlpha, calibration.loaded.bytesPerSecond) + codecSeconds(w, k) + copies;
   }
   const int local = std::max(1, t.ranksPerNode);
   const double l = local;
   const std::size_t share = (count + static_cast<std::size_t>(local) - 1) / static_cast<std::size_t>(local);
-  const CodecCost& fp32 = codecOf(calibration, Format::kFp32);
+  const CodecCost& fp32 = codecOf(codecs, Format::kFp32);
   AlgorithmWork node;
   node.steps = l - 1;
   node.sentBytes = (l - 1) * 4 * static_cast<double>(share);
@@ -151,8 +163,9 @@ double predictSeconds(const Calibration& calibration, Algorithm algorithm, Forma
   const double copies = (l - 1) * static_cast<double>(share) * fp32.decode;
   const AlgorithmWork w = algorithmWork(hierarchicalInnerAlgorithm(t.nodes), format, share, t.nodes);
   const double innerSeconds = linkSeconds(w, calibration.inter.alphaSeconds, calibration.loaded.bytesPerSecond) +
-                              codecSeconds(w, codecOf(calibration, format));
-  return 2 * intraPhase + adds + copies + innerSeconds;
+                              codecSeconds(w, codecOf(codecs, format)) + 2 * w.sentBytes * staging;
+  const double stagedNode = (4 * n + 2 * node.sentBytes + 4 * static_cast<double>(share)) * staging;
+  return 2 * intraPhase + adds + copies + innerSeconds + stagedNode;
 }
 
 std::string serializeCalibration(const Calibration& c) {
@@ -173,6 +186,14 @@ std::string serializeCalibration(const Calibration& c) {
   for (const auto& [format, k] : c.codec)
     out << "codec " << formatName(format) << ' ' << exact(k.encode) << ' ' << exact(k.decode) << ' '
         << exact(k.decodeAdd) << '\n';
+  if (c.device) {
+    // "none": staging not measured (only direct calls so far).
+    out << "device " << c.device->space << ' '
+        << (c.device->stagingSecondsPerByte < 0 ? std::string("none") : exact(c.device->stagingSecondsPerByte)) << '\n';
+    for (const auto& [format, k] : c.device->codec)
+      out << "device_codec " << formatName(format) << ' ' << exact(k.encode) << ' ' << exact(k.decode) << ' '
+          << exact(k.decodeAdd) << '\n';
+  }
   return out.str();
 }
 
@@ -223,13 +244,22 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
           (!c.native.empty() && point.first <= c.native.back().first))
         return fail("bad native point (sizes must ascend)");
       c.native.push_back(point);
-    } else if (key == "codec") {
+    } else if (key == "codec" || key == "device_codec") {
+      const bool onDevice = key == "device_codec";
+      if (onDevice && !c.device) return fail("device_codec before its device line");
+      std::map<Format, CodecCost>& codecs = onDevice ? c.device->codec : c.codec;
       CodecCost k;
       const std::optional<Format> format = w.size() == 5 ? tryParseFormat(w[1]) : std::nullopt;
       if (!format || !parseNumber(w[2], k.encode) || !parseNumber(w[3], k.decode) || !parseNumber(w[4], k.decodeAdd) ||
-          c.codec.count(*format) != 0)
-        return fail("bad or repeated codec line");
-      c.codec.emplace(*format, k);
+          codecs.count(*format) != 0)
+        return fail("bad or repeated " + std::string(key) + " line");
+      codecs.emplace(*format, k);
+    } else if (key == "device") {
+      DeviceCosts d;
+      if (w.size() != 3 || c.device || (w[2] != "none" && !parseNumber(w[2], d.stagingSecondsPerByte)))
+        return fail("bad or repeated device line");
+      d.space = std::string(w[1]);
+      c.device = std::move(d);
     } else {
       return fail("unknown key '" + std::string(key) + "'");
     }
@@ -245,6 +275,7 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
     return fail("inconsistent topology (ranks, nodes and ranks_per_node do not fit together)");
   if (c.native.empty()) return fail("no native point");
   if (c.codec.count(Format::kFp32) == 0) return fail("no fp32 codec line");
+  if (c.device && c.device->codec.count(Format::kFp32) == 0) return fail("no fp32 device_codec line");
   return c;
 }
 
@@ -289,6 +320,21 @@ std::string describeCalibration(const Calibration& c, std::string_view prefix) {
                   std::string(formatName(format)).c_str(), 4e-9 / std::max(k.encode, 1e-15),
                   4e-9 / std::max(k.decode, 1e-15), 4e-9 / std::max(k.decodeAdd, 1e-15));
     out << p << buffer;
+  }
+  if (c.device) {
+    if (c.device->stagingSecondsPerByte < 0)
+      std::snprintf(buffer, sizeof buffer, "device %s: staging not measured (direct transport)\n", c.device->space.c_str());
+    else
+      std::snprintf(buffer, sizeof buffer, "device %s: staging %.3f GB/s (host <-> device, the slower way)\n",
+                    c.device->space.c_str(), 1e-9 / std::max(c.device->stagingSecondsPerByte, 1e-18));
+    out << p << buffer;
+    for (const auto& [format, k] : c.device->codec) {
+      std::snprintf(buffer, sizeof buffer,
+                    "device codec %-7s encode %.3f decode %.3f decodeAdd %.3f GB/s of fp32\n",
+                    std::string(formatName(format)).c_str(), 4e-9 / std::max(k.encode, 1e-15),
+                    4e-9 / std::max(k.decode, 1e-15), 4e-9 / std::max(k.decodeAdd, 1e-15));
+      out << p << buffer;
+    }
   }
   return out.str();
 }

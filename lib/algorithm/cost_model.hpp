@@ -71,6 +71,25 @@ struct CalibrationTopology {
   bool operator==(const CalibrationTopology&) const = default;
 };
 
+// The device's own costs (docs/algorithms.md, "Device buffers"), measured at the first auto call on
+// device buffers (Communicator::setDevice) through its DeviceCodec: on a GPU the codec runs 100x
+// faster than the host's, and staged messages cross PCIe, so the host codec's figures would mislead.
+struct DeviceCosts {
+  std::string space;                  // DeviceCodec::memorySpace() ("cuda", a test device's name)
+  std::map<Format, CodecCost> codec;  // the device codec, synchronized calls; fp32 always
+  // One copy between pinned host memory and the device, per byte: the slower direction. Negative:
+  // not measured (every call so far went to a transport that takes device memory).
+  double stagingSecondsPerByte = -1;
+  bool operator==(const DeviceCosts&) const = default;
+};
+
+// Where the buffers of a predicted call live.
+struct Placement {
+  bool device = false;  // device memory, costed with Calibration::device
+  bool direct = false;  // the transport takes device memory as it is (CUDA-aware MPI, NCCL): no staging
+  bool operator==(const Placement&) const = default;
+};
+
 struct Calibration {
   CalibrationTopology topology;
   LinkCost intra;   // ping-pong rank 0 <-> a rank on its node (= inter with one rank per node)
@@ -82,13 +101,17 @@ struct Calibration {
   // The transport's own fp32 allreduce: (fp32 bytes, seconds) at the probe sizes, ascending.
   std::vector<std::pair<double, double>> native;
   std::map<Format, CodecCost> codec;  // fp32 always; other formats as auto first needs them
+  std::optional<DeviceCosts> device;  // after the first auto call on device buffers
   bool operator==(const Calibration&) const = default;
 };
 
 // Predicted seconds of one allreduce of `count` elements. kNative is the measured curve (fp32 sum,
 // what auto's native sends); kHierarchical is modelled as the reduce-scatter / inner allreduce on
-// every rank's share / allgather shape (see cost_model.cpp). Needs the codec of `format` and fp32.
-double predictSeconds(const Calibration& calibration, Algorithm algorithm, Format format, std::size_t count);
+// every rank's share / allgather shape (see cost_model.cpp). Needs the codec of `format` and fp32
+// (on the device for a device placement, whose staged calls also copy every message byte once each
+// way between host and device, and native the whole buffer down and up).
+double predictSeconds(const Calibration& calibration, Algorithm algorithm, Format format, std::size_t count,
+                      Placement placement = {});
 
 // The model's inputs as one-line-per-fact text ("adaprec-calibration 1", then key values; doubles
 // written exactly), and back. parseCalibration returns nullopt with `why` set (one phrase) for

@@ -118,10 +118,13 @@ struct Communicator::Impl {
   // All ranks must agree on everything that shapes the message schedule; a mismatch becomes
   // Error(kMismatch) on every rank before any data moves. formatWord identifies the format (its id, or
   // a hash of the whole spec when the check runs before "fastest" is resolved).
+  // memory: where the buffers live ("host", a device's memory space), agreed where the choice depends
+  // on it (auto); empty: not part of the signature.
   void checkAgreement(std::size_t count, std::uint64_t formatWord, std::string_view formatText,
-                      Algorithm algorithm, bool average, bool errorFeedback) {
-    const std::uint64_t signature = detail::signatureOf(0, count, formatWord, static_cast<std::uint64_t>(algorithm),
-                                                       average, errorFeedback);
+                      Algorithm algorithm, bool average, bool errorFeedback, std::string_view memory = {}) {
+    std::uint64_t signature = detail::signatureOf(0, count, formatWord, static_cast<std::uint64_t>(algorithm),
+                                                 average, errorFeedback);
+    if (!memory.empty()) signature ^= detail::hashSignatureText(memory);
     std::uint64_t values[2] = {signature, ~signature};
     if (timeline) {
       const std::uint64_t start = detail::fastClockTicks();
@@ -133,7 +136,8 @@ struct Communicator::Impl {
     ADAPREC_CHECK(values[0] == signature && values[1] == ~signature, ErrorCode::kMismatch,
                   "ranks disagree on the allreduce (this rank: count=" << count << " format=" << formatText
                       << " algorithm=" << algorithmName(algorithm) << " average=" << average
-                      << " errorFeedback=" << errorFeedback << ")");
+                      << " errorFeedback=" << errorFeedback << (memory.empty() ? "" : " memory=")
+                      << memory << ")");
   }
 };
 
@@ -214,7 +218,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   for (std::uint64_t id : ids) layout.nodeOf.push_back(nodeIndex.emplace(id, static_cast<int>(nodeIndex.size())).first->second);
   impl_->autoSelector = std::make_unique<detail::AutoSelector>(
       std::move(layout), detail::AutoSettings{options.maxQuantizations, options.calibrationPath, options.debug,
-                                                    interNodeMessageBytes()});
+                                                    interNodeMessageBytes(), options.segmentCount});
 }
 
 Communicator::~Communicator() {
@@ -386,13 +390,20 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   Algorithm algorithm = options.algorithm;
   bool autoTrial = false;  // this call is one of auto's measured trial calls (AutoSelector::nextCall)
   const Format requestedFormat = format;
+  detail::DeviceCodec* device = impl_->device && !impl_->device->hostMemory() ? impl_->device.get() : nullptr;
+  // Where the buffers live, for auto's model (a device's codec and staging cost differ from the host's).
+  const detail::DevicePlace place{device, device != nullptr && detail::deviceDirect(*impl_->transport, device),
+                                  device != nullptr ? send : nullptr, device != nullptr ? count : 0};
   if (algorithm == Algorithm::kAuto) {
-    if (!agreed && !detail::autoGuard(format, count, size(), impl_->nodes)) {
+    if (!detail::autoGuard(format, count, size(), impl_->nodes)) {
+      // Always, even after checkEveryPath's round: the model's choice, and a device probe, must
+      // happen on every rank or on none, so the memory space is agreed with the call.
       impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
-                            options.average, options.format.errorFeedback);
+                            options.average, options.format.errorFeedback,
+                            device != nullptr ? device->memorySpace() : "host");
       agreed = true;
     }
-    const detail::AutoCall call = impl_->autoSelector->nextCall(*impl_->transport, format, count);
+    const detail::AutoCall call = impl_->autoSelector->nextCall(*impl_->transport, format, count, place);
     algorithm = call.algorithm;
     autoTrial = call.trial;
   }
@@ -419,7 +430,6 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
                           options.average, options.format.errorFeedback);
 
-  detail::DeviceCodec* device = impl_->device && !impl_->device->hostMemory() ? impl_->device.get() : nullptr;
   auto finish = [&](AllreduceStats& stats) {
     if (options.average && size() > 1) {
       const float ranks = static_cast<float>(size());
@@ -436,7 +446,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     if (impl_->timeline) impl_->timeline->call(start, end, stats);
     if (autoTrial)
       impl_->autoSelector->recordTrial(*impl_->transport, requestedFormat, count,
-                                       detail::fastClockSeconds(trialStart, end));
+                                       detail::fastClockSeconds(trialStart, end), place);
   };
   AllreduceStats stats;
   stats.algorithm = algorithm;
@@ -444,7 +454,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   stats.count = count;
   // Device memory the transport takes as it is (CUDA-aware MPI, NCCL): encoded messages stay on the
   // device too (the workspace), and nothing queued may be pending when a buffer is handed over.
-  const bool direct = detail::deviceDirect(*impl_->transport, device);
+  const bool direct = place.direct;
   impl_->workspace.use(device, direct);
   if (algorithm == Algorithm::kNative && format == Format::kFp32 && (device == nullptr || direct)) {
     // The baseline path: one MPI_Allreduce with the caller's buffers, nothing else.

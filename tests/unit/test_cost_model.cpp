@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
 #include "algorithm/algorithm.hpp"
 #include "algorithm/cost_model.hpp"
@@ -216,4 +217,107 @@ TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign o
                                     CalibrationTopology{4, 4, 2, "test"}, CalibrationTopology{4, 4, 1, "avx2"},
                                     CalibrationTopology{4, 4, 1, "test", 49152}})
     CHECK(refused(text, other));
+}
+
+TEST_CASE("on device buffers the model costs the device's codec and, when staged, the copies", "[cost_model]") {
+  Calibration c = synthetic(4, 1, 125e6, 1e-9);  // a slow host codec
+  const std::size_t count = std::size_t{4} << 20;
+  const Placement staged{true, false}, direct{true, true};
+  // Without a measurement of the device the model refuses to guess.
+  CHECK_THROWS_AS(predictSeconds(c, Algorithm::kRing, Format::kFp8, count, staged), Error);
+  DeviceCosts d;
+  d.space = "test-device";
+  for (Format format : allFormats()) d.codec[format] = {1e-12, 1e-12, 1e-12};  // 1000x the host's speed
+  d.stagingSecondsPerByte = 1.0 / 20e9;
+  c.device = d;
+  const double n = static_cast<double>(count);
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner}) {
+    const AlgorithmWork w = algorithmWork(a, Format::kFp8, count, 4);
+    const double link = w.steps * c.inter.alphaSeconds + w.sentBytes / c.loaded.bytesPerSecond;
+    const double codec = w.encodeElements + w.decodeElements + w.decodeAddElements;
+    INFO(algorithmName(a));
+    CHECK(predictSeconds(c, a, Format::kFp8, count) == Approx(link + codec * 1e-9));
+    CHECK(predictSeconds(c, a, Format::kFp8, count, direct) == Approx(link + codec * 1e-12));
+    CHECK(predictSeconds(c, a, Format::kFp8, count, staged) ==
+          Approx(link + codec * 1e-12 + 2 * w.sentBytes * d.stagingSecondsPerByte));
+  }
+  // native: the whole buffer down and up when staged, as is when direct.
+  const double native = predictSeconds(c, Algorithm::kNative, Format::kFp32, count);
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, count, direct) == Approx(native));
+  CHECK(predictSeconds(c, Algorithm::kNative, Format::kFp32, count, staged) ==
+        Approx(native + 8 * n * d.stagingSecondsPerByte));
+  // A staged call needs the staging figure (direct calls never measure it).
+  c.device->stagingSecondsPerByte = -1;
+  CHECK_THROWS_AS(predictSeconds(c, Algorithm::kRing, Format::kFp8, count, staged), Error);
+  CHECK_NOTHROW(predictSeconds(c, Algorithm::kRing, Format::kFp8, count, direct));
+}
+
+TEST_CASE("the device's fast codec can make compression pay where the host's would not", "[cost_model]") {
+  // A fast link (10 GB/s) and a host codec of 1 ns per element: on host buffers compressing costs more
+  // than the link saves; a device codec 1000x faster makes the compressed exchange the fastest.
+  Calibration c = synthetic(4, 1, 10e9, 1e-9);
+  const std::size_t count = std::size_t{4} << 20;
+  CHECK(chooseAlgorithm(c, Format::kFp8, count, 2).algorithm == Algorithm::kNative);
+  DeviceCosts d;
+  d.space = "test-device";
+  for (Format format : allFormats()) d.codec[format] = {1e-12, 1e-12, 1e-12};
+  d.stagingSecondsPerByte = -1;
+  c.device = d;
+  CHECK(chooseAlgorithm(c, Format::kFp8, count, 2, Placement{true, true}).algorithm == Algorithm::kTwoShot);
+  // Staged over a slow bus (1 GB/s each way) every call pays its copies, native most (the whole fp32
+  // buffer down and up, against the compressed messages): compression pays all the more.
+  c.device->stagingSecondsPerByte = 1e-9;
+  const AutoChoice staged = chooseAlgorithm(c, Format::kFp8, count, 2, Placement{true, false});
+  CHECK(staged.algorithm == Algorithm::kTwoShot);
+  CHECK(staged.candidates.front().seconds > predictSeconds(c, Algorithm::kNative, Format::kFp32, count) + 8e-9 * count * 0.99);
+}
+
+TEST_CASE("a calibration file carries the device's figures and refuses malformed ones", "[cost_model]") {
+  Calibration c = synthetic(2, 2, 125e6, 0.3e-9);
+  DeviceCosts d;
+  d.space = "cuda";
+  d.codec[Format::kFp32] = {1.0 / 3e12, 2e-12, 3e-12};
+  d.codec[Format::kTable4] = {4e-12, 5e-12, 6e-12};
+  d.stagingSecondsPerByte = 1.0 / 24e9;
+  c.device = d;
+  const std::string text = serializeCalibration(c);
+  std::string why;
+  const std::optional<Calibration> back = parseCalibration(text, c.topology, why);
+  REQUIRE(back.has_value());
+  CHECK(*back == c);
+  c.device->stagingSecondsPerByte = -1;  // not measured (direct calls only) survives too
+  const std::optional<Calibration> unmeasured = parseCalibration(serializeCalibration(c), c.topology, why);
+  REQUIRE(unmeasured.has_value());
+  CHECK(*unmeasured == c);
+  auto refused = [&](const std::string& bad) {
+    std::string reason;
+    const bool ok = parseCalibration(bad, c.topology, reason).has_value();
+    INFO(bad << "-> " << reason);
+    return !ok && !reason.empty();
+  };
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    const std::size_t at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  CHECK(refused(text + "device cuda 1e-10\n"));                              // repeated
+  CHECK(refused(replaced("device cuda ", "device cuda x")));                 // not a number
+  CHECK(refused(replaced("device_codec fp32", "device_codec fp33")));
+  CHECK(refused(text + "device_codec table4 1e-12 1e-12 1e-12\n"));         // repeated format
+  {
+    std::string noFp32 = text;
+    const std::size_t at = noFp32.find("device_codec fp32");
+    noFp32.erase(at, noFp32.find('\n', at) + 1 - at);
+    CHECK(refused(noFp32));
+  }
+  {
+    // A device_codec line before its device line.
+    std::string early = text;
+    const std::size_t device = early.find("device ");
+    const std::string deviceLine = early.substr(device, early.find('\n', device) + 1 - device);
+    early.erase(device, deviceLine.size());
+    early += deviceLine;
+    CHECK(refused(early));
+  }
 }
