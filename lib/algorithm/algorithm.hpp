@@ -136,8 +136,10 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 bool nativeSupports(Format format);
 
 // The auto rule (docs/algorithms.md, "auto"), in two parts. autoGuard: the cases decided without the
-// cost model (one rank; small messages; fp32 on one shared-memory node), where it returns native. ranks = communicator size, nodes = distinct node ids.
-std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes);
+// cost model (one rank; small messages; fp32 on one shared-memory node in host memory), where it
+// returns native. ranks = communicator size, nodes = distinct node ids, onDevice: the buffers are in
+// device memory (Communicator::setDevice).
+std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes, bool onDevice = false);
 // One algorithm auto weighed: its predicted time and quantizations per value (0 when sent lossless).
 struct AutoCandidate {
   Algorithm algorithm = Algorithm::kNative;

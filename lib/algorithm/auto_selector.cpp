@@ -63,7 +63,7 @@ AutoSelector::SizeClassKey AutoSelector::keyOf(Format format, std::size_t count,
 
 std::optional<Algorithm> AutoSelector::modelChoice(Transport& transport, Format format, std::size_t count,
                                                    const DevicePlace& place) {
-  if (autoGuard(format, count, transport.size(), layout_.nodes())) {
+  if (autoGuard(format, count, transport.size(), layout_.nodes(), place.device != nullptr)) {
     report(transport, format, count, place, nullptr);
     return std::nullopt;
   }

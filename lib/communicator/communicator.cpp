@@ -395,7 +395,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   const detail::DevicePlace place{device, device != nullptr && detail::deviceDirect(*impl_->transport, device),
                                   device != nullptr ? send : nullptr, device != nullptr ? count : 0};
   if (algorithm == Algorithm::kAuto) {
-    if (!detail::autoGuard(format, count, size(), impl_->nodes)) {
+    if (!detail::autoGuard(format, count, size(), impl_->nodes, device != nullptr)) {
       // Always, even after checkEveryPath's round: the model's choice, and a device probe, must
       // happen on every rank or on none, so the memory space is agreed with the call.
       impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,

@@ -321,3 +321,16 @@ TEST_CASE("a calibration file carries the device's figures and refuses malformed
     CHECK(refused(early));
   }
 }
+
+TEST_CASE("fp32 on one node passes through to native on host buffers only", "[cost_model]") {
+  const std::size_t count = std::size_t{1} << 20;
+  CHECK(autoGuard(Format::kFp32, count, 4, 1) == Algorithm::kNative);
+  CHECK(autoGuard(Format::kFp32, count, 4, 1, false) == Algorithm::kNative);
+  // On device buffers the model (and the trial) decide: native stages the whole buffer in one piece.
+  CHECK_FALSE(autoGuard(Format::kFp32, count, 4, 1, true).has_value());
+  // The other guards hold wherever the buffers are.
+  CHECK(autoGuard(Format::kFp32, 1000, 4, 1, true) == Algorithm::kNative);
+  CHECK(autoGuard(Format::kFp8, count, 1, 1, true) == Algorithm::kNative);
+  CHECK_FALSE(autoGuard(Format::kFp8, count, 4, 1, true).has_value());
+  CHECK_FALSE(autoGuard(Format::kFp32, count, 4, 2, false).has_value());
+}
