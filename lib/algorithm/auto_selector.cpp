@@ -12,6 +12,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "adaprec/error.hpp"
 #include "codec/host_kernels.hpp"
 #include "communicator/signature_hash.hpp"
 
@@ -32,6 +33,27 @@ std::string secondsText(double s) {
   if (s >= 1e-3) std::snprintf(buffer, sizeof buffer, "%.3g ms", s * 1e3);
   else std::snprintf(buffer, sizeof buffer, "%.3g us", s * 1e6);
   return buffer;
+}
+
+// A device probe that fails on one rank (device memory exhausted, a CUDA error) fails on every rank:
+// the others would otherwise wait for it in the agreement that follows. Collective: one vote.
+template <class Measure>
+auto measuredOnEveryRank(Transport& transport, Measure&& measure) -> decltype(measure()) {
+  decltype(measure()) value{};
+  std::optional<Error> failure;
+  try {
+    value = measure();
+  } catch (const Error& e) {
+    failure = e;
+  } catch (const std::exception& e) {
+    failure = Error(ErrorCode::kInternal, e.what());
+  }
+  std::uint64_t code = failure ? static_cast<std::uint64_t>(failure->code()) : 0;
+  transport.allreduceMax(&code, 1);
+  if (failure) throw Error(failure->code(), std::string("auto's probe of the device failed: ") + failure->what());
+  if (code != 0)
+    throw Error(static_cast<ErrorCode>(code), "auto's probe of the device failed on another rank");
+  return value;
 }
 
 }  // namespace
@@ -139,13 +161,17 @@ const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format 
     // Staging only where calls stage (a direct transport never copies a message between host and device).
     if (!place.direct && device->stagingSecondsPerByte < 0) {
       transport.barrier();
-      device->stagingSecondsPerByte = agreeSeconds(transport, measureStaging(*place.device));
+      const double local = measuredOnEveryRank(transport, [&] { return measureStaging(*place.device); });
+      device->stagingSecondsPerByte = agreeSeconds(transport, local);
+      changed = true;
     }
     for (const Format f : {Format::kFp32, format}) {
       if (device->codec.count(f) != 0) continue;
       transport.barrier();
-      device->codec[f] = agreeCodec(
-          transport, measureDeviceCodec(*place.device, f, settings_.segmentCount, place.input, place.inputCount));
+      const CodecCost local = measuredOnEveryRank(transport, [&] {
+        return measureDeviceCodec(*place.device, f, settings_.segmentCount, place.input, place.inputCount);
+      });
+      device->codec[f] = agreeCodec(transport, local);
       changed = true;
     }
   }

@@ -158,6 +158,7 @@ void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
 }
 
 void* CpuStandInDevice::allocate(std::size_t bytes) {
+  ADAPREC_CHECK(!failAllocations_, ErrorCode::kCuda, "out of memory (the stand-in's failAllocations hook)");
   const std::size_t size = bytes == 0 ? 1 : bytes;
   std::byte* p = granules(size);
   std::memset(p, kGarbage, (size + kGranule - 1) / kGranule * kGranule);

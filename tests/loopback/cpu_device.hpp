@@ -60,6 +60,8 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   // Test hooks. The synchronize() and waitFor() calls numbered `index` (0-based, counted together over
   // this device's life) do nothing: for the test that proves a missing synchronization is caught.
   void skipSynchronize(std::size_t index) { skip_ = index; }
+  // While set, allocate() throws Error(kCuda), as cudaMallocAsync does when device memory runs out.
+  void failAllocations(bool fail) { failAllocations_ = fail; }
   std::size_t synchronizations() const { return synchronizations_; }
   std::size_t queued() const { return queue_.size(); }
   // Runs the queue whatever skipSynchronize says (to read results after a skipped one).
@@ -93,6 +95,7 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   std::deque<std::function<void()>> queue_;
   std::size_t synchronizations_ = 0;
   std::size_t skip_ = static_cast<std::size_t>(-1);
+  bool failAllocations_ = false;
   std::size_t hostDeviceCopyBytes_ = 0;
   std::size_t pageableCopyBytes_ = 0;
   std::map<const std::byte*, std::size_t> hostAllocations_;  // allocateHost: start -> bytes

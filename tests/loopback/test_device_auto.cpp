@@ -1,6 +1,7 @@
 // auto on device buffers (the CPU stand-in of a device): the model's device figures are probed through
-// the device on the call's own buffer and saved with the calibration, and ranks whose buffers live in
-// different memory get kMismatch from the agreement instead of a probe only some of them enter.
+// the device on the call's own buffer and saved with the calibration; ranks whose buffers live in
+// different memory get kMismatch from the agreement instead of a probe only some of them enter; a
+// probe that fails on one rank fails on every rank instead of leaving the others waiting.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -93,4 +94,40 @@ TEST_CASE("ranks with buffers in different memory get kMismatch from auto, not a
     }
   });
   for (int r = 0; r < p; ++r) CHECK(codes[r] == ErrorCode::kMismatch);
+}
+
+TEST_CASE("a device probe that fails on one rank fails the call on every rank, not a hang", "[device][device_auto]") {
+  ScopedCalibrationDirectory calibrations("adaprec_device_auto_failure");
+  const int p = 3;
+  const std::size_t count = std::size_t{1} << 17;
+  LoopbackGroup group(p, 1);
+  std::vector<ErrorCode> codes(p, ErrorCode::kOk);
+  std::vector<std::string> messages(p);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
+    options.timeoutSeconds = 30;  // a rank left waiting would fail the test by its timeout, not hang it
+    Communicator comm(transport, options);
+    auto device = std::make_shared<CpuStandInDevice>();
+    comm.setDevice(device);
+    detail::DeviceScratch buffer(*device);
+    auto* d = static_cast<float*>(buffer.get(count * sizeof(float)));
+    device->fillZero(d, count * sizeof(float));
+    device->synchronize();
+    if (rank == 1) device->failAllocations(true);  // its device memory is exhausted from here on
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("fp8s");
+    try {
+      comm.allreduce(d, count, opt);
+    } catch (const Error& e) {
+      codes[rank] = e.code();
+      messages[rank] = e.what();
+    }
+    device->failAllocations(false);
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r << ": " << messages[r]);
+    CHECK(codes[r] == ErrorCode::kCuda);
+    CHECK(messages[r].find(r == 1 ? "auto's probe of the device failed: " : "failed on another rank") !=
+          std::string::npos);
+  }
 }
