@@ -5,7 +5,8 @@
 // its `why` string, never by throwing); a rejection without a reason; an accepted calibration that does
 // not survive serialization (parse(serialize(c)) must equal c, and serialize a fixed point); the
 // topology check disagreeing with the parsed topology; a prediction from an accepted calibration
-// that is negative or not finite.
+// that is negative or not finite (on host buffers, and with a device line on device buffers, staged
+// never cheaper than direct).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kNative}) {
       const double t = predictSeconds(*c, algorithm, Format::kFp32, 1000);
       FUZZ_REQUIRE(std::isfinite(t) && t >= 0);
+      // The device's figures (a device line makes fp32's device_codec line required): direct always,
+      // staged where the staging was measured.
+      if (c->device) {
+        const double direct = predictSeconds(*c, algorithm, Format::kFp32, 1000, Placement{true, true});
+        FUZZ_REQUIRE(std::isfinite(direct) && direct >= 0);
+        if (c->device->stagingSecondsPerByte >= 0) {
+          const double staged = predictSeconds(*c, algorithm, Format::kFp32, 1000, Placement{true, false});
+          FUZZ_REQUIRE(std::isfinite(staged) && staged >= direct);
+        }
+      }
     }
   }
   return 0;
