@@ -33,6 +33,40 @@ std::string directoryText(const std::string& name) {
   return all;
 }
 
+constexpr std::size_t kCount = std::size_t{1} << 17;  // past auto's guard
+
+AllreduceOptions fp8s() {
+  AllreduceOptions opt;
+  opt.format = parseFormatSpec("fp8s");
+  return opt;
+}
+
+// What each rank threw (kOk and "" where nothing).
+struct RankErrors {
+  std::vector<ErrorCode> codes;
+  std::vector<std::string> messages;
+};
+
+// Runs call(rank, communicator) on p ranks, one per node, each with its own Communicator; a 30 s
+// timeout, so that a rank left waiting fails the test by its timeout instead of hanging it.
+template <class Call>
+RankErrors errorsOfEveryRank(int p, Call&& call) {
+  LoopbackGroup group(p, 1);
+  RankErrors out{std::vector<ErrorCode>(p, ErrorCode::kOk), std::vector<std::string>(p)};
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
+    options.timeoutSeconds = 30;
+    Communicator comm(transport, options);
+    try {
+      call(rank, comm);
+    } catch (const Error& e) {
+      out.codes[rank] = e.code();
+      out.messages[rank] = e.what();
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("auto on device buffers probes the device's codec and staging and saves them", "[device][device_auto]") {
@@ -63,71 +97,47 @@ TEST_CASE("auto on device buffers probes the device's codec and staging and save
 
 TEST_CASE("ranks with buffers in different memory get kMismatch from auto, not a hang", "[device][device_auto]") {
   ScopedCalibrationDirectory calibrations("adaprec_device_auto_mismatch");
-  const int p = 3;
-  const std::size_t count = std::size_t{1} << 17;
-  LoopbackGroup group(p, 1);
-  std::vector<ErrorCode> codes(p, ErrorCode::kOk);
-  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-    CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
-    options.timeoutSeconds = 30;
-    Communicator comm(transport, options);
-    std::vector<float> host(count, 1.0f);
-    AllreduceOptions opt;
-    opt.format = parseFormatSpec("fp8s");
-    try {
-      if (rank == 0) {  // rank 0's buffer on its device, the others' on the host
-        auto device = std::make_shared<CpuStandInDevice>();
-        comm.setDevice(device);
-        detail::DeviceScratch buffer(*device);
-        auto* d = static_cast<float*>(buffer.get(count * sizeof(float)));
-        detail::HostStaging staging(*device, count * sizeof(float));
-        std::copy(host.begin(), host.end(), staging.as<float>());
-        device->copyToDevice(d, staging.as<float>(), count * sizeof(float));
-        device->synchronize();
-        comm.allreduce(d, count, opt);
-      } else {
-        comm.allreduce(host.data(), count, opt);
-      }
-    } catch (const Error& e) {
-      codes[rank] = e.code();
-      if (rank == 0) CHECK(std::string(e.what()).find("memory=cpu-stand-in") != std::string::npos);
+  const RankErrors got = errorsOfEveryRank(3, [](int rank, Communicator& comm) {
+    std::vector<float> host(kCount, 1.0f);
+    if (rank == 0) {  // rank 0's buffer on its device, the others' on the host
+      auto device = std::make_shared<CpuStandInDevice>();
+      comm.setDevice(device);
+      detail::DeviceScratch buffer(*device);
+      auto* d = static_cast<float*>(buffer.get(kCount * sizeof(float)));
+      detail::HostStaging staging(*device, kCount * sizeof(float));
+      std::copy(host.begin(), host.end(), staging.as<float>());
+      device->copyToDevice(d, staging.as<float>(), kCount * sizeof(float));
+      device->synchronize();
+      comm.allreduce(d, kCount, fp8s());
+    } else {
+      comm.allreduce(host.data(), kCount, fp8s());
     }
   });
-  for (int r = 0; r < p; ++r) CHECK(codes[r] == ErrorCode::kMismatch);
+  for (int r = 0; r < 3; ++r) CHECK(got.codes[r] == ErrorCode::kMismatch);
+  CHECK(got.messages[0].find("memory=cpu-stand-in") != std::string::npos);
 }
 
 TEST_CASE("a device probe that fails on one rank fails the call on every rank, not a hang", "[device][device_auto]") {
   ScopedCalibrationDirectory calibrations("adaprec_device_auto_failure");
-  const int p = 3;
-  const std::size_t count = std::size_t{1} << 17;
-  LoopbackGroup group(p, 1);
-  std::vector<ErrorCode> codes(p, ErrorCode::kOk);
-  std::vector<std::string> messages(p);
-  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-    CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
-    options.timeoutSeconds = 30;  // a rank left waiting would fail the test by its timeout, not hang it
-    Communicator comm(transport, options);
+  const RankErrors got = errorsOfEveryRank(3, [](int rank, Communicator& comm) {
     auto device = std::make_shared<CpuStandInDevice>();
     comm.setDevice(device);
     detail::DeviceScratch buffer(*device);
-    auto* d = static_cast<float*>(buffer.get(count * sizeof(float)));
-    device->fillZero(d, count * sizeof(float));
+    auto* d = static_cast<float*>(buffer.get(kCount * sizeof(float)));
+    device->fillZero(d, kCount * sizeof(float));
     device->synchronize();
     if (rank == 1) device->failAllocations(true);  // its device memory is exhausted from here on
-    AllreduceOptions opt;
-    opt.format = parseFormatSpec("fp8s");
     try {
-      comm.allreduce(d, count, opt);
-    } catch (const Error& e) {
-      codes[rank] = e.code();
-      messages[rank] = e.what();
+      comm.allreduce(d, kCount, fp8s());
+    } catch (...) {
+      device->failAllocations(false);
+      throw;
     }
-    device->failAllocations(false);
   });
-  for (int r = 0; r < p; ++r) {
-    INFO("rank " << r << ": " << messages[r]);
-    CHECK(codes[r] == ErrorCode::kCuda);
-    CHECK(messages[r].find(r == 1 ? "auto's probe of the device failed: " : "failed on another rank") !=
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << got.messages[r]);
+    CHECK(got.codes[r] == ErrorCode::kCuda);
+    CHECK(got.messages[r].find(r == 1 ? "auto's probe of the device failed: " : "failed on another rank") !=
           std::string::npos);
   }
 }
