@@ -119,10 +119,8 @@ bool AutoSelector::inTrial(Format format, std::size_t count, const DevicePlace& 
 
 void AutoSelector::recordTrial(Transport& transport, Format format, std::size_t count, double seconds,
                                const DevicePlace& place) {
-  // Non-negative doubles order as their bits: the max of the bits is the slowest rank's time.
-  std::uint64_t bits = std::bit_cast<std::uint64_t>(std::max(seconds, 0.0));
-  transport.allreduceMax(&bits, 1);
-  const double perElement = std::bit_cast<double>(bits) / static_cast<double>(std::max<std::size_t>(count, 1));
+  // The slowest rank's time counts.
+  const double perElement = agreeSeconds(transport, seconds) / static_cast<double>(std::max<std::size_t>(count, 1));
   Trial& trial = trials_[keyOf(format, count, place)];
   if (trial.settled) return;
   double& side = trial.calls % 2 == 0 ? trial.nativePerElement : trial.enginePerElement;
