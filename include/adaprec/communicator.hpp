@@ -211,9 +211,11 @@ class Communicator {
   AllreduceStats allreduce(const float* send, float* recv, std::size_t count,
                            const AllreduceOptions& options = {});
 
-  // What kAuto runs for this format and count on this communicator (identical on every rank); a
-  // non-auto request is returned unchanged. See docs/algorithms.md for the rule. Collective the first
-  // time it consults the cost model for a format (the calibration probe): call it on every rank.
+  // What kAuto runs for this format and count on this communicator (identical on every rank), for the
+  // buffers allreduce takes here (device buffers where setDevice gave a device); a non-auto request is
+  // returned unchanged. See docs/algorithms.md for the rule. Collective wherever the rule consults the
+  // cost model (the call is agreed like allreduce's, and the first time for a format probes it): call
+  // it on every rank.
   Algorithm resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const;
 
   // Collective. For each layer size, times an allreduce of that many elements in every candidate

@@ -120,6 +120,24 @@ struct Communicator::Impl {
   // a hash of the whole spec when the check runs before "fastest" is resolved).
   // memory: where the buffers live ("host", a device's memory space), agreed where the choice depends
   // on it (auto); empty: not part of the signature.
+  // The device allreduce's buffers live on; null where they are host memory (no device, or a
+  // DeviceCodec of host memory).
+  detail::DeviceCodec* bufferDevice() const { return device && !device->hostMemory() ? device.get() : nullptr; }
+  // Where a call's buffers live, for auto's model (a device's codec and staging cost differ from the
+  // host's); `input` is the call's input for a device probe to code (null: the probe uploads its own).
+  detail::DevicePlace placeOf(const float* input, std::size_t count) const {
+    detail::DeviceCodec* d = bufferDevice();
+    if (d == nullptr) return {};
+    return {d, detail::deviceDirect(*transport, d), input, input != nullptr ? count : 0};
+  }
+  // auto's agreement of a call that consults the model (not a guard case): the call itself and the
+  // memory space, so that a device probe, and the model's choice, happen on every rank or on none.
+  void agreeAutoCall(std::size_t count, Format format, Algorithm requested, bool average, bool errorFeedback) {
+    detail::DeviceCodec* d = bufferDevice();
+    checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), requested, average, errorFeedback,
+                   d != nullptr ? d->memorySpace() : "host");
+  }
+
   void checkAgreement(std::size_t count, std::uint64_t formatWord, std::string_view formatText,
                       Algorithm algorithm, bool average, bool errorFeedback, std::string_view memory = {}) {
     std::uint64_t signature = detail::signatureOf(0, count, formatWord, static_cast<std::uint64_t>(algorithm),
@@ -347,7 +365,12 @@ std::vector<Format> Communicator::fastestCandidates() {
 
 Algorithm Communicator::resolveAlgorithm(Algorithm requested, Format format, std::size_t count) const {
   if (requested != Algorithm::kAuto) return requested;
-  return impl_->autoSelector->choose(*impl_->transport, format, count);
+  // For the buffers allreduce would get: on a communicator with a device, device buffers (their own
+  // size classes, trials and device costs), agreed like allreduce's auto calls.
+  const detail::DevicePlace place = impl_->placeOf(nullptr, count);
+  if (!detail::autoGuard(format, count, size(), impl_->nodes, place.device != nullptr))
+    impl_->agreeAutoCall(count, format, requested, false, false);
+  return impl_->autoSelector->choose(*impl_->transport, format, count, place);
 }
 
 AllreduceStats Communicator::allreduce(float* buf, std::size_t count,
@@ -390,17 +413,12 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   Algorithm algorithm = options.algorithm;
   bool autoTrial = false;  // this call is one of auto's measured trial calls (AutoSelector::nextCall)
   const Format requestedFormat = format;
-  detail::DeviceCodec* device = impl_->device && !impl_->device->hostMemory() ? impl_->device.get() : nullptr;
-  // Where the buffers live, for auto's model (a device's codec and staging cost differ from the host's).
-  const detail::DevicePlace place{device, device != nullptr && detail::deviceDirect(*impl_->transport, device),
-                                  device != nullptr ? send : nullptr, device != nullptr ? count : 0};
+  detail::DeviceCodec* device = impl_->bufferDevice();
+  const detail::DevicePlace place = impl_->placeOf(send, count);
   if (algorithm == Algorithm::kAuto) {
     if (!detail::autoGuard(format, count, size(), impl_->nodes, device != nullptr)) {
-      // Always, even after checkEveryPath's round: the model's choice, and a device probe, must
-      // happen on every rank or on none, so the memory space is agreed with the call.
-      impl_->checkAgreement(count, static_cast<std::uint64_t>(format), formatName(format), options.algorithm,
-                            options.average, options.format.errorFeedback,
-                            device != nullptr ? device->memorySpace() : "host");
+      // Always, even after checkEveryPath's round: the memory space is agreed with the call.
+      impl_->agreeAutoCall(count, format, options.algorithm, options.average, options.format.errorFeedback);
       agreed = true;
     }
     const detail::AutoCall call = impl_->autoSelector->nextCall(*impl_->transport, format, count, place);
@@ -513,7 +531,7 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
   std::map<std::size_t, LayerChoice> measured;
   std::vector<float> scratch;
   // With buffers on a device the candidates are timed on device memory: scratch is copied up.
-  detail::DeviceCodec* device = impl_->device && !impl_->device->hostMemory() ? impl_->device.get() : nullptr;
+  detail::DeviceCodec* device = impl_->bufferDevice();
   std::optional<detail::DeviceScratch> deviceScratch;
   if (device != nullptr) deviceScratch.emplace(*device);
   auto onDevice = [&]() -> float* {

@@ -1,9 +1,11 @@
 // auto on device buffers (the CPU stand-in of a device): the model's device figures are probed through
 // the device on the call's own buffer and saved with the calibration; ranks whose buffers live in
 // different memory get kMismatch from the agreement instead of a probe only some of them enter; a
-// probe that fails on one rank fails on every rank instead of leaving the others waiting.
+// probe that fails on one rank fails on every rank instead of leaving the others waiting; the query of
+// auto's choice (resolveAlgorithm) answers for the device buffers a device communicator takes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -67,6 +69,16 @@ RankErrors errorsOfEveryRank(int p, Call&& call) {
   return out;
 }
 
+// kCount ones in `buffer`'s device memory (through pinned staging, as a user's upload).
+float* deviceOnes(CpuStandInDevice& device, detail::DeviceScratch& buffer) {
+  auto* d = static_cast<float*>(buffer.get(kCount * sizeof(float)));
+  detail::HostStaging staging(device, kCount * sizeof(float));
+  std::fill(staging.as<float>(), staging.as<float>() + kCount, 1.0f);
+  device.copyToDevice(d, staging.as<float>(), kCount * sizeof(float));
+  device.synchronize();
+  return d;
+}
+
 }  // namespace
 
 TEST_CASE("auto on device buffers probes the device's codec and staging and saves them", "[device][device_auto]") {
@@ -103,12 +115,7 @@ TEST_CASE("ranks with buffers in different memory get kMismatch from auto, not a
       auto device = std::make_shared<CpuStandInDevice>();
       comm.setDevice(device);
       detail::DeviceScratch buffer(*device);
-      auto* d = static_cast<float*>(buffer.get(kCount * sizeof(float)));
-      detail::HostStaging staging(*device, kCount * sizeof(float));
-      std::copy(host.begin(), host.end(), staging.as<float>());
-      device->copyToDevice(d, staging.as<float>(), kCount * sizeof(float));
-      device->synchronize();
-      comm.allreduce(d, kCount, fp8s());
+      comm.allreduce(deviceOnes(*device, buffer), kCount, fp8s());
     } else {
       comm.allreduce(host.data(), kCount, fp8s());
     }
@@ -140,4 +147,42 @@ TEST_CASE("a device probe that fails on one rank fails the call on every rank, n
     CHECK(got.messages[r].find(r == 1 ? "auto's probe of the device failed: " : "failed on another rank") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("resolveAlgorithm on a device communicator answers for device buffers", "[device][device_auto]") {
+  ScopedCalibrationDirectory calibrations("adaprec_device_auto_resolve");
+  const int p = 3;
+  std::vector<Algorithm> resolvedFirst(p), ranLast(p), resolvedLast(p);
+  std::string savedAfterResolve;
+  const RankErrors got = errorsOfEveryRank(p, [&](int rank, Communicator& comm) {
+    auto device = std::make_shared<CpuStandInDevice>();
+    comm.setDevice(device);
+    detail::DeviceScratch buffer(*device);
+    float* d = deviceOnes(*device, buffer);
+    // Before any allreduce: the query alone consults the model for device buffers (the device's
+    // codec probed, not the host's figures reused for them).
+    resolvedFirst[rank] = comm.resolveAlgorithm(Algorithm::kAuto, Format::kFp8s, kCount);
+    if (rank == 0) savedAfterResolve = directoryText("adaprec_device_auto_resolve");
+    // Through the trial and past it: the query then names what the settled calls run.
+    for (int call = 0; call < kAutoTrialCalls + 2; ++call) ranLast[rank] = comm.allreduce(d, kCount, fp8s()).algorithm;
+    resolvedLast[rank] = comm.resolveAlgorithm(Algorithm::kAuto, Format::kFp8s, kCount);
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r << ": " << got.messages[r]);
+    REQUIRE(got.codes[r] == ErrorCode::kOk);
+    CHECK(resolvedFirst[r] == resolvedFirst[0]);
+    CHECK(resolvedLast[r] == ranLast[r]);
+  }
+  INFO(savedAfterResolve);
+  CHECK(savedAfterResolve.find("\ndevice_codec fp8s ") != std::string::npos);
+}
+
+TEST_CASE("resolveAlgorithm on ranks with buffers in different memory gets kMismatch", "[device][device_auto]") {
+  ScopedCalibrationDirectory calibrations("adaprec_device_auto_resolve_mismatch");
+  const RankErrors got = errorsOfEveryRank(3, [](int rank, Communicator& comm) {
+    if (rank == 0) comm.setDevice(std::make_shared<CpuStandInDevice>());
+    comm.resolveAlgorithm(Algorithm::kAuto, Format::kFp8s, kCount);
+  });
+  for (int r = 0; r < 3; ++r) CHECK(got.codes[r] == ErrorCode::kMismatch);
+  CHECK(got.messages[0].find("memory=cpu-stand-in") != std::string::npos);
 }
