@@ -102,20 +102,34 @@ struct Score {
   bool hasDensity = true;
 };
 
-ap::ModelOptions scheduledModel(const Row& row, double annealingSd, double momentum, int nodes) {
+// The model options the tuning flags change (defaults: ModelOptions').
+struct Tuning {
+  double annealingSd = ap::ModelOptions{}.annealingHeadroomSd;
+  double momentum = ap::ModelOptions{}.annealingMomentum;
+  int nodes = ap::ModelOptions{}.annealingNodes;
+  double gainSd = ap::ModelOptions{}.gainHeadroomSd;
+  bool horizonGain = false;  // the gain prior on the gain reached at the predicted step
+};
+
+ap::ModelOptions scheduledModel(const Row& row, const Tuning& tuning) {
   ap::ModelOptions scheduled;
   scheduled.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(row.spec));
-  scheduled.annealingHeadroomSd = annealingSd;
-  scheduled.annealingMomentum = momentum;
-  scheduled.annealingNodes = nodes;
+  scheduled.annealingHeadroomSd = tuning.annealingSd;
+  scheduled.annealingMomentum = tuning.momentum;
+  scheduled.annealingNodes = tuning.nodes;
+  scheduled.gainHeadroomSd = tuning.gainSd;
+  if (tuning.horizonGain) {
+    scheduled.stepScale = row.curve.steps.back();
+    scheduled.gainAtStepScale = true;
+  }
   return scheduled;
 }
 
 // Each row's predictive of its last value under the schedule-aware fast model (mcmc: its MCMC
 // reference) from the points up to fraction f of its last step (nullopt: fewer than 3 points, not
 // evaluated). Fitted once per row and cut-off: the plain and recalibrated scores and the PITs share it.
-std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& rows, double f, double annealingSd,
-                                                       double momentum, int nodes, bool mcmc) {
+std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& rows, double f, const Tuning& tuning,
+                                                       bool mcmc) {
   std::vector<std::optional<ap::Predictive>> out;
   for (const Row& row : rows) {
     const ap::Curve observed = cut(row.curve, f);
@@ -123,7 +137,7 @@ std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& r
       out.emplace_back();
       continue;
     }
-    const ap::ModelOptions model = scheduledModel(row, annealingSd, momentum, nodes);
+    const ap::ModelOptions model = scheduledModel(row, tuning);
     const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model) : ap::fitFast({observed}, model);
     out.emplace_back(posterior.predictive(0, row.curve.steps.back()));
   }
@@ -156,22 +170,23 @@ int main(int argc, char** argv) {
   CLI::App app{"Schedule-aware predictor on real annealed curves"};
   std::vector<std::string> inputs;
   std::vector<double> cutoffs = {0.2, 0.4};
-  bool mcmc = false, timing = false, recalibrate = false;
+  bool mcmc = false, timing = false, recalibrate = false, perCurve = false;
   std::vector<std::string> corpus;
-  ap::ModelOptions defaults;
-  double annealingSd = defaults.annealingHeadroomSd, momentum = defaults.annealingMomentum;
-  int nodes = defaults.annealingNodes;
+  Tuning tuning;
   app.add_option("csv", inputs, "curve CSVs")->required();
   app.add_option("--cutoffs", cutoffs, "fractions of each curve's last step")->delimiter(',');
   app.add_flag("--mcmc", mcmc, "also the MCMC reference with the schedule (slow)");
+  app.add_flag("--per-curve", perCurve, "print each curve's prediction by the fast model");
   app.add_flag("--timing", timing, "time fit + predict of 5 curves x 30 points with the schedule");
   app.add_flag("--recalibrate", recalibrate,
                "also fast-recal: the fast model's CDF through a Beta map fitted to other curves' PITs");
   app.add_option("--recalibration-corpus", corpus,
                  "CSVs whose curves' PITs fit one map per cut-off (default: every other curve evaluated)");
-  app.add_option("--annealing-sd", annealingSd, "ModelOptions::annealingHeadroomSd (tuning only)");
-  app.add_option("--momentum", momentum, "ModelOptions::annealingMomentum (tuning only)");
-  app.add_option("--annealing-nodes", nodes, "ModelOptions::annealingNodes (tuning only)");
+  app.add_option("--annealing-sd", tuning.annealingSd, "ModelOptions::annealingHeadroomSd (tuning only)");
+  app.add_option("--momentum", tuning.momentum, "ModelOptions::annealingMomentum (tuning only)");
+  app.add_option("--gain-sd", tuning.gainSd, "ModelOptions::gainHeadroomSd (tuning only)");
+  app.add_flag("--horizon-gain", tuning.horizonGain, "stepScale = the predicted step, gainAtStepScale (tuning only)");
+  app.add_option("--annealing-nodes", tuning.nodes, "ModelOptions::annealingNodes (tuning only)");
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Row> rows = readCurves(inputs);
@@ -191,14 +206,14 @@ int main(int argc, char** argv) {
       std::vector<double> ownPits[2];
       std::array<double, 2> corpusMap[2] = {{1, 1}, {1, 1}};
       for (int m = 0; m < (mcmc ? 2 : 1); ++m) {
-        ownPredictive[m] = predictives(rows, f, annealingSd, momentum, nodes, m == 1);
+        ownPredictive[m] = predictives(rows, f, tuning, m == 1);
         if (!recalibrate) continue;
         if (corpus.empty()) {
           ownPits[m] = pits(rows, ownPredictive[m]);
           continue;
         }
         const std::vector<double> corpusPits =
-            pits(corpusRows, predictives(corpusRows, f, annealingSd, momentum, nodes, m == 1));
+            pits(corpusRows, predictives(corpusRows, f, tuning, m == 1));
         corpusMap[m] = mapFrom(corpusPits, corpusPits.size());
         std::printf("# cut-off %.2f, %s: map Beta(%.3f, %.3f) from %zu corpus curves\n", f, m ? "mcmc" : "fast",
                     corpusMap[m][0], corpusMap[m][1], corpusRows.size());
@@ -225,6 +240,24 @@ int main(int argc, char** argv) {
           if (method.size() > 6 && method.substr(method.size() - 6) == "-recal") {
             const std::array<double, 2> ab = corpus.empty() ? mapFrom(ownPits[exact], index) : corpusMap[exact];
             p = p.recalibrated(ab[0], ab[1]);
+          }
+          if (perCurve && method == "fast") {
+            const ap::Posterior post = ap::fitFast({observed}, scheduledModel(row, tuning));
+            const ap::PosteriorSummary sum = post.summary();
+            ap::PredictOptions latent;
+            latent.observationNoise = false;
+            const ap::Predictive pl = post.predictive(0, step, latent);
+            std::printf("# curve,%.2f,%s,%s,y=%.4f,mean=%.4f,sd=%.4f,latentsd=%.4f,pit=%.3f,sigma=%.4f,tau=%.4f,lam=%.2f,fam=",
+                        f, row.source.c_str(), row.spec.c_str(), y, p.mean(), p.sd(), pl.sd(), p.cdf(y), sum.noiseSdMean,
+                        sum.sharedNoiseSdMean, sum.binomialScaleMean);
+            for (double w : sum.familyWeights) std::printf("%.2f/", w);
+            for (int fam = 0; fam < ap::kFamilyCount; ++fam) {
+              ap::ModelOptions one = scheduledModel(row, tuning);
+              one.families = {static_cast<ap::Family>(fam)};
+              const ap::Predictive q = ap::fitFast({observed}, one).predictive(0, step);
+              std::printf(" %.3f+-%.3f", q.mean(), q.sd());
+            }
+            std::printf("\n");
           }
           Score& s = scores[method];
           s.absError += std::abs(p.mean() - y);
@@ -256,7 +289,7 @@ int main(int argc, char** argv) {
       }
       ADAPREC_CHECK(five.size() == 5, adaprec::ErrorCode::kInvalidArgument, "--timing: need 5 curves of >= 30 points");
       const ap::ModelOptions plain;
-      const ap::ModelOptions scheduled = scheduledModel({{}, spec, ""}, annealingSd, momentum, nodes);
+      const ap::ModelOptions scheduled = scheduledModel({{}, spec, ""}, tuning);
       // Interleaved, so that both see the same load.
       std::vector<double> ms[2];
       double sink = 0;
