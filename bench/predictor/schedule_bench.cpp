@@ -109,6 +109,7 @@ struct Tuning {
   int nodes = ap::ModelOptions{}.annealingNodes;
   double gainSd = ap::ModelOptions{}.gainHeadroomSd;
   bool horizonGain = false;  // the gain prior on the gain reached at the predicted step
+  std::uint64_t mcmcSeed = ap::McmcOptions{}.seed;  // the MCMC reference's
 };
 
 ap::ModelOptions scheduledModel(const Row& row, const Tuning& tuning) {
@@ -138,7 +139,9 @@ std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& r
       continue;
     }
     const ap::ModelOptions model = scheduledModel(row, tuning);
-    const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model) : ap::fitFast({observed}, model);
+    ap::McmcOptions sampler;
+    sampler.seed = tuning.mcmcSeed;
+    const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model, sampler) : ap::fitFast({observed}, model);
     out.emplace_back(posterior.predictive(0, row.curve.steps.back()));
   }
   return out;
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
   app.add_option("--annealing-sd", tuning.annealingSd, "ModelOptions::annealingHeadroomSd (tuning only)");
   app.add_option("--momentum", tuning.momentum, "ModelOptions::annealingMomentum (tuning only)");
   app.add_option("--gain-sd", tuning.gainSd, "ModelOptions::gainHeadroomSd (tuning only)");
+  app.add_option("--mcmc-seed", tuning.mcmcSeed, "the MCMC reference's seed (its own sampling noise)");
   app.add_flag("--horizon-gain", tuning.horizonGain, "stepScale = the predicted step, gainAtStepScale (tuning only)");
   app.add_option("--annealing-nodes", tuning.nodes, "ModelOptions::annealingNodes (tuning only)");
   CLI11_PARSE(app, argc, argv);
@@ -200,6 +204,7 @@ int main(int argc, char** argv) {
     std::printf("cutoff,method,curves,mae,coverage90,mean_log_density\n");
     for (double f : cutoffs) {
       std::map<std::string, Score> scores;
+      std::map<std::string, std::vector<double>> curveLogDensity;  // fast's and mcmc's, per curve
       // Index 0: the fast model's; 1: the MCMC reference's. The maps: one from the corpus, or one per
       // row from every other row (leave one out).
       std::vector<std::optional<ap::Predictive>> ownPredictive[2];
@@ -264,12 +269,28 @@ int main(int argc, char** argv) {
           s.cover += p.quantile(0.05) <= y && y <= p.quantile(0.95);
           s.logDensity += p.logDensity(y);
           s.count += 1;
+          if (method == "fast" || method == "mcmc") curveLogDensity[method].push_back(p.logDensity(y));
         }
       }
       for (const std::string& method : methods) {
         const Score& s = scores[method];
         std::printf("%.2f,%s,%.0f,%.4f,%.3f,%.3f\n", f, method.c_str(), s.count, s.absError / s.count, s.cover / s.count,
                     s.logDensity / s.count);
+      }
+      if (mcmc) {
+        // Paired over the curves: is the fast posterior's log density below the reference's by more
+        // than the spread of the per-curve differences allows?
+        const std::vector<double>& a = curveLogDensity["fast"];
+        const std::vector<double>& b = curveLogDensity["mcmc"];
+        double sum = 0, sumSq = 0;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          sum += a[i] - b[i];
+          sumSq += (a[i] - b[i]) * (a[i] - b[i]);
+        }
+        const double n = static_cast<double>(a.size()), mean = sum / n;
+        const double se = n > 1 ? std::sqrt(std::max(0.0, (sumSq / n - mean * mean) * n / (n - 1)) / n) : 0.0;
+        std::printf("# cut-off %.2f: log density fast - mcmc, paired over %zu curves: %+.4f +- %.4f (se)\n", f,
+                    a.size(), mean, se);
       }
     }
     if (timing) {

@@ -31,5 +31,9 @@ echo "== fresh curves (read once, 2026-11-26), maps from the tuning and held-out
 "$bench" "$here/schedule_curves_trainer_fresh.csv" "$here/schedule_curves_torch_fresh.csv" --mcmc \
   --recalibration-corpus "$here/schedule_curves_trainer_tune.csv" "$here/schedule_curves_torch_tune.csv" \
   "$here/schedule_curves_trainer_heldout.csv" "$here/schedule_curves_torch_heldout.csv"
+echo "== fast against the MCMC reference on every annealed curve, paired, three seeds of the reference's sampler"
+for seed in 1 2 3; do
+  "$bench" "$here"/schedule_curves_{trainer,torch}_{tune,heldout,fresh}.csv --mcmc --mcmc-seed "$seed" | grep -E ',(fast|mcmc),|paired'
+done
 echo "== timing (one core)"
 taskset -c 0 "$bench" "$here/schedule_curves_trainer_tune.csv" --cutoffs 0.2 --timing | tail -n 2
