@@ -19,6 +19,7 @@ struct BenchOptions {
   double factor = 2.0;               // -f: size multiplier between rows
   int iterations = 20;               // -n: timed iterations per row
   int warmup = 5;                    // -w: untimed iterations per row
+  bool interleave = false;           // --interleave: each size's timed calls go round its rows
   bool check = true;                 // -c: compare with the fp64 reference, count #wrong
   std::vector<FormatSpec> formats;   // --formats
   std::vector<Algorithm> algorithms; // --algos

@@ -89,10 +89,11 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
   }
   const bool root = ranks.rank() == 0;
   if (root) {
-    std::printf("# adaprec-bench: transport %s, %d rank(s) on %d node(s), %d timed + %d warm-up iteration(s), "
+    std::printf("# adaprec-bench: transport %s, %d rank(s) on %d node(s), %d timed + %d warm-up iteration(s)%s, "
                 "check %s, seed %llu\n",
                 comm.transport().kind(), ranks.size(), nodes, options.iterations, options.warmup,
-                options.check ? "on" : "off", static_cast<unsigned long long>(options.seed));
+                options.interleave ? " interleaved over each size's rows" : "", options.check ? "on" : "off",
+                static_cast<unsigned long long>(options.seed));
     std::printf("# time: median over iterations of the max over ranks; speedup: %s time / row time\n",
                 baseline.name.c_str());
     if (device != nullptr) std::printf("# %s\n", deviceNote.c_str());

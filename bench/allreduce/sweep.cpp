@@ -18,15 +18,24 @@ using Clock = std::chrono::steady_clock;
 constexpr double kGB = 1e9;
 constexpr const char* kErrorFeedbackKey = "adaprec-bench";
 
-double timeCollective(RankCollectives& ranks, int warmup, int iterations, const std::function<void()>& op) {
+// One call of op after a barrier: this rank's time.
+double timeOneCall(RankCollectives& ranks, const std::function<void()>& op) {
+  ranks.barrier();
+  const auto start = Clock::now();
+  op();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// This rank's times of `iterations` calls of op, each after a barrier, after `warmup` untimed ones.
+std::vector<double> timeCalls(RankCollectives& ranks, int warmup, int iterations, const std::function<void()>& op) {
   for (int i = 0; i < warmup; ++i) op();
   std::vector<double> seconds(static_cast<std::size_t>(iterations));
-  for (auto& s : seconds) {
-    ranks.barrier();
-    const auto start = Clock::now();
-    op();
-    s = std::chrono::duration<double>(Clock::now() - start).count();
-  }
+  for (auto& s : seconds) s = timeOneCall(ranks, op);
+  return seconds;
+}
+
+// The row's time: the median over iterations of the slowest rank's time of each (collective).
+double medianOfSlowest(RankCollectives& ranks, std::vector<double> seconds) {
   ranks.maxOverRanks(seconds);
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
@@ -99,6 +108,25 @@ void emit(SweepContext& context, std::vector<BenchRow>& rows, BenchRow row) {
   rows.push_back(std::move(row));
 }
 
+// One row of a size: its call, how it is warmed up and checked, and what completes it once timed.
+struct RowRun {
+  BenchRow row;                   // everything but the timing columns
+  std::function<void()> call;     // one collective call into the size's buffers
+  int warmup = 0;                 // untimed calls before the timed ones
+  double wireBytes = 0;           // bytes sent per rank (for wirebw)
+  Format checkFormat = Format::kFp32;
+  bool errorFeedback = false;
+  std::function<void(BenchRow&)> afterTiming;  // collective, after the timed calls (may be empty)
+  std::vector<double> seconds;    // this rank's timed calls
+};
+
+// Finishes a row from its timed calls (collective) and emits it.
+void finishRow(SweepContext& context, std::vector<BenchRow>& rows, RowRun& run, double baselineSeconds) {
+  fillTiming(run.row, medianOfSlowest(context.ranks, run.seconds), run.wireBytes, baselineSeconds);
+  if (run.afterTiming) run.afterTiming(run.row);
+  emit(context, rows, std::move(run.row));
+}
+
 }  // namespace
 
 std::vector<BenchRow> runSweep(SweepContext& context) {
@@ -107,52 +135,77 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
   const int p = context.ranks.size();
   const int nodes = context.ranks.nodeCount();
   std::vector<BenchRow> rows;
+  // Device buffers: the device's codec and, unless the transport takes device memory, the staging.
+  const detail::Placement placement{context.device != nullptr,
+                                    detail::deviceDirect(context.comm.transport(), context.device)};
+  // One rank moves nothing between ranks: the model has no link to predict with.
+  const bool predict = context.model != nullptr && p > 1;
 
   for (std::size_t count : sweepCounts(options)) {
     SizeBuffers buffers;
     prepareBuffers(context, data, count, buffers);
+    context.comm.resetErrorFeedback();
+    // Each row of this size, in the order they are printed. Sequential: each row is warmed up, timed
+    // and checked before the next one starts. Interleaved (--interleave): every row is warmed up and
+    // checked first, then the timed calls go round the rows, one call each per round, so that a change
+    // of the machine's load during the size's measurement reaches every row alike.
+    std::vector<RowRun> runs;
+    std::size_t finished = 0;
+    double baselineSeconds = 0;
+    auto measure = [&](RowRun run) {
+      for (int i = 0; i < run.warmup; ++i) run.call();
+      if (options.interleave) {
+        fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
+      } else {
+        run.seconds = timeCalls(context.ranks, 0, options.iterations, run.call);
+        fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
+      }
+      runs.push_back(std::move(run));
+      if (options.interleave) return;
+      // Baseline first: every other row's speedup is relative to it.
+      if (finished == 0) baselineSeconds = medianOfSlowest(context.ranks, runs.front().seconds);
+      finishRow(context, rows, runs[finished++], baselineSeconds);
+    };
 
-    // Baseline first: every other row's speedup is relative to it.
-    BenchRow native = baseRow(context, count, nodes);
-    native.format = "fp32";
-    native.algo = context.baseline.name;
-    const double baselineSeconds = timeCollective(context.ranks, std::max(options.warmup, 1), options.iterations,
-                                                  [&] { context.baseline.allreduce(buffers.sendArg, buffers.recvArg, count); });
+    RowRun native;
+    native.row = baseRow(context, count, nodes);
+    native.row.format = "fp32";
+    native.row.algo = context.baseline.name;
+    native.call = [&] { context.baseline.allreduce(buffers.sendArg, buffers.recvArg, count); };
+    native.warmup = std::max(options.warmup, 1);
     // What a ring would send: the baseline's own bytes are not observable.
-    fillTiming(native, baselineSeconds, p > 1 ? 2.0 * (p - 1) / p * native.sizeBytes : 0.0, baselineSeconds);
-    fillCheck(context, native, data, buffers, Format::kFp32, false);
-    // One rank moves nothing between ranks: the model has no link to predict with.
-    const bool predict = context.model != nullptr && p > 1;
-    // Device buffers: the device's codec and, unless the transport takes device memory, the staging.
-    const detail::Placement placement{context.device != nullptr,
-                                      detail::deviceDirect(context.comm.transport(), context.device)};
+    native.wireBytes = p > 1 ? 2.0 * (p - 1) / p * native.row.sizeBytes : 0.0;
     if (predict)
-      native.predictedUs =
+      native.row.predictedUs =
           detail::predictSeconds(*context.model, Algorithm::kNative, Format::kFp32, count, placement) * 1e6;
-    emit(context, rows, std::move(native));
+    measure(std::move(native));
 
     // The other baselines, timed and checked as the fp32 one; the bytes a ring of their format sends.
     for (const Baseline& more : context.moreBaselines) {
-      BenchRow row = baseRow(context, count, nodes);
-      row.format = std::string(formatName(more.format));
-      row.algo = more.name;
-      const double seconds = timeCollective(context.ranks, std::max(options.warmup, 1), options.iterations,
-                                            [&] { more.allreduce(buffers.sendArg, buffers.recvArg, count); });
+      RowRun run;
+      run.row = baseRow(context, count, nodes);
+      run.row.format = std::string(formatName(more.format));
+      run.row.algo = more.name;
+      run.call = [&] { more.allreduce(buffers.sendArg, buffers.recvArg, count); };
+      run.warmup = std::max(options.warmup, 1);
       const double bits = bitsPerElement(more.format);
-      fillTiming(row, seconds, p > 1 ? 2.0 * (p - 1) / p * count * bits / 8 : 0.0, baselineSeconds);
-      row.ratio = 32.0 / bits;
-      row.quantizations = more.quantizations;
-      fillCheck(context, row, data, buffers, more.format, false);
-      emit(context, rows, std::move(row));
+      run.wireBytes = p > 1 ? 2.0 * (p - 1) / p * count * bits / 8 : 0.0;
+      run.row.ratio = 32.0 / bits;
+      run.row.quantizations = more.quantizations;
+      run.checkFormat = more.format;
+      measure(std::move(run));
     }
 
     for (const FormatSpec& spec : options.formats) {
       for (Algorithm requested : options.algorithms) {
+        // Sequential rows start from no residuals (and free the previous row's); interleaved ones keep
+        // their own keys' until the size is done.
+        if (!options.interleave) context.comm.resetErrorFeedback();
         AllreduceOptions allreduceOptions;
         allreduceOptions.format = spec;
         allreduceOptions.algorithm = requested;
-        if (spec.errorFeedback) allreduceOptions.key = kErrorFeedbackKey;
-        context.comm.resetErrorFeedback();
+        // Its own error-feedback key per row: interleaved rows would otherwise share the residuals.
+        if (spec.errorFeedback) allreduceOptions.key = std::string(kErrorFeedbackKey) + "-" + std::to_string(runs.size());
 
         // One untimed call first: learns what ran and the bytes sent, and rejects combinations the
         // engine does not serve (e.g. native with fp8) on every rank alike. auto's trial calls come
@@ -175,31 +228,45 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
           continue;
         }
 
-        BenchRow row = baseRow(context, count, nodes);
-        row.format = toString(spec);
-        if (spec.selection == Selection::kFastest) row.format += ":" + std::string(formatName(stats.format));
-        row.algo = std::string(algorithmName(requested));
-        if (requested == Algorithm::kAuto) row.algo += ":" + std::string(algorithmName(stats.algorithm));
-        AllreduceStats last;
-        const double seconds = timeCollective(context.ranks, std::max(options.warmup - 1, 0), options.iterations, [&] {
-          last = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
-        });
-        std::vector<double> breakdown{last.encodeSeconds * 1e6, last.decodeSeconds * 1e6, last.transferSeconds * 1e6};
-        context.ranks.maxOverRanks(breakdown);
-        row.encodeUs = breakdown[0];
-        row.decodeUs = breakdown[1];
-        row.transferUs = breakdown[2];
-        const double wireBytes = context.ranks.maxOverRanks(static_cast<double>(stats.wireBytes));
+        RowRun run;
+        run.row = baseRow(context, count, nodes);
+        run.row.format = toString(spec);
+        if (spec.selection == Selection::kFastest) run.row.format += ":" + std::string(formatName(stats.format));
+        run.row.algo = std::string(algorithmName(requested));
+        if (requested == Algorithm::kAuto) run.row.algo += ":" + std::string(algorithmName(stats.algorithm));
+        // The breakdown of the row's last timed call.
+        auto last = std::make_shared<AllreduceStats>();
+        run.call = [&context, &buffers, count, allreduceOptions, last] {
+          *last = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
+        };
+        run.warmup = std::max(options.warmup - 1, 0);
+        run.afterTiming = [&context, last](BenchRow& row) {
+          std::vector<double> breakdown{last->encodeSeconds * 1e6, last->decodeSeconds * 1e6,
+                                        last->transferSeconds * 1e6};
+          context.ranks.maxOverRanks(breakdown);
+          row.encodeUs = breakdown[0];
+          row.decodeUs = breakdown[1];
+          row.transferUs = breakdown[2];
+        };
+        run.wireBytes = context.ranks.maxOverRanks(static_cast<double>(stats.wireBytes));
         const double fp32Bytes = context.ranks.maxOverRanks(static_cast<double>(stats.fp32Bytes));
-        fillTiming(row, seconds, wireBytes, baselineSeconds);
-        row.ratio = wireBytes > 0 ? fp32Bytes / wireBytes : 1.0;
-        row.quantizations =
-            isLossless(stats.format) ? 0 : detail::quantizationsPerValue(stats.algorithm, stats.format, row.ranks, nodes);
-        fillCheck(context, row, data, buffers, stats.format, spec.errorFeedback);
+        run.row.ratio = run.wireBytes > 0 ? fp32Bytes / run.wireBytes : 1.0;
+        run.row.quantizations =
+            isLossless(stats.format) ? 0 : detail::quantizationsPerValue(stats.algorithm, stats.format, run.row.ranks, nodes);
+        run.checkFormat = stats.format;
+        run.errorFeedback = spec.errorFeedback;
         if (predict)
-          row.predictedUs = detail::predictSeconds(*context.model, stats.algorithm, stats.format, count, placement) * 1e6;
-        emit(context, rows, std::move(row));
+          run.row.predictedUs =
+              detail::predictSeconds(*context.model, stats.algorithm, stats.format, count, placement) * 1e6;
+        measure(std::move(run));
       }
+    }
+
+    if (options.interleave) {
+      for (int round = 0; round < options.iterations; ++round)
+        for (RowRun& run : runs) run.seconds.push_back(timeOneCall(context.ranks, run.call));
+      baselineSeconds = medianOfSlowest(context.ranks, runs.front().seconds);
+      for (RowRun& run : runs) finishRow(context, rows, run, baselineSeconds);
     }
   }
   return rows;

@@ -2,6 +2,8 @@
 // any further baselines) and one row per (format, algorithm), each timed the same way:
 //   a barrier, then one allreduce, timed on each rank; repeated -n times after -w untimed ones;
 //   time = median over iterations of (max over ranks of that iteration's time).
+// Rows run one after another (each warmed up, timed, checked), or with --interleave in rounds: every row
+// of a size warmed up and checked first, then one timed call of each row per round, -n rounds.
 // Buffers are out of place (send is never modified), so every iteration reduces the same input.
 // With a device (--device cuda), send and recv live on it: the baseline and every allreduce get device
 // pointers, and recv is copied to the host only for the check, outside the timed region.

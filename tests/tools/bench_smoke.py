@@ -3,7 +3,11 @@
 format x every algorithm at a few sizes. Checks the JSON (-J) and CSV (--csv) outputs: the columns of
 docs/benchmarks.md, one baseline row per size, #wrong == 0 everywhere, self-consistent derived columns
 (algbw = size/time, busbw = algbw 2(P-1)/P, speedup = baseline time / time), lossless rows exact to
-fp32 rounding. Usage: bench_smoke.py ADAPREC_BENCH. Exits 77 when the benchmark was not built."""
+fp32 rounding. Then the same with --interleave (each size's timed calls in rounds over its rows, with
+two error-feedback formats, whose rows keep their own residuals): the same rows, the same checks, and every
+row but auto's (whose choice may differ) with the same maxerr as the sequential run's, since each row's
+result does not depend on when it was timed. Usage: bench_smoke.py ADAPREC_BENCH. Exits 77 when the
+benchmark was not built."""
 import csv
 import json
 import os
@@ -14,6 +18,8 @@ import tempfile
 COLUMNS = ["size", "count", "format", "algo", "time", "algbw", "busbw", "wirebw", "ratio", "maxerr", "#wrong",
            "speedup", "ranks"]
 RANKS = 3
+ALL_FORMATS = {"fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3"} | {f"table{n}" for n in range(1, 9)} \
+    | {f"table{n}z" for n in range(3, 9)}
 
 
 def fail(message):
@@ -30,12 +36,27 @@ def main():
     if not os.path.exists(bench):
         print(f"SKIP: {bench} not built (-Dbench=false)")
         sys.exit(77)
+    sequential = run(bench, ["--formats", "all"], ALL_FORMATS)
+    extra = ["table1+ef", "fp8+ef"]
+    interleaved = run(bench, ["--formats", ",".join(sorted(ALL_FORMATS) + extra), "--interleave"], ALL_FORMATS | set(extra))
+    key = lambda row: (row["size"], row["format"], row["algo"].split(":")[0])
+    before = {key(row): row for row in sequential}
+    after = {key(row): row for row in interleaved if row["format"] not in extra}
+    if sorted(before) != sorted(after):
+        fail(f"--interleave ran other rows: {sorted(set(before) ^ set(after))[:5]}")
+    for k, row in after.items():
+        if not row["algo"].startswith("auto") and row["maxerr"] != before[k]["maxerr"]:
+            fail(f"{k}: maxerr {row['maxerr']} interleaved, {before[k]['maxerr']} sequential")
+    print(f"PASS: {len(sequential)} rows, {len(interleaved)} interleaved, checked")
+
+
+def run(bench, args, expected_formats):
+    """Runs the sweep with these extra arguments, checks its rows and returns them."""
     with tempfile.TemporaryDirectory() as tmp:
         json_path = os.path.join(tmp, "rows.json")
         csv_path = os.path.join(tmp, "rows.csv")
         command = [bench, "--transport", "loopback", "--ranks", str(RANKS), "-b", "4", "-e", "1M", "-f", "64",
-                   "-n", "2", "-w", "1", "--formats", "all", "--algos", "all", "--seed", "7",
-                   "-J", json_path, "--csv", csv_path]
+                   "-n", "2", "-w", "1", "--algos", "all", "--seed", "7", "-J", json_path, "--csv", csv_path] + args
         print("running:", " ".join(command), flush=True)
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
         print(result.stdout[-4000:])
@@ -63,10 +84,8 @@ def main():
     if sorted(baseline) != sizes:
         fail("a size has no baseline row")
     formats = {row["format"] for row in rows if row["algo"] != "loopback_native"}
-    expected = {"fp32", "bf16", "fp16", "fp8", "fp8s", "e4m3"} | {f"table{n}" for n in range(1, 9)} \
-        | {f"table{n}z" for n in range(3, 9)}
-    if formats != expected:
-        fail(f"expected all {len(expected)} wire formats, got {sorted(formats)}")
+    if formats != expected_formats:
+        fail(f"expected the {len(expected_formats)} formats {sorted(expected_formats)}, got {sorted(formats)}")
     for row in rows:
         where = f"{row['format']} {row['algo']} size {row['size']}"
         if row["ranks"] != RANKS or row["count"] * 4 != row["size"]:
@@ -86,7 +105,7 @@ def main():
         flat = row["algo"] in ("ring", "twoshot", "rabenseifner", "recursive_doubling")
         if flat and row["format"].startswith("table") and row["size"] >= 16384 and row["ratio"] <= 1.0:
             fail(f"{where}: compressed format with ratio {row['ratio']}")
-    print(f"PASS: {len(rows)} rows checked")
+    return rows
 
 
 if __name__ == "__main__":
