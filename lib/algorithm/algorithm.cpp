@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "adaprec/codec.hpp"
@@ -188,11 +189,14 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, int nodes, bool onDevice) {
   const std::size_t bytes = count * sizeof(float);
   if (ranks == 1 || bytes < kAutoModelMinBytes) return Algorithm::kNative;
-  // fp32 on host shared memory: MPI's own sum is the fastest there is (measured). Not on device
-  // buffers: native stages the whole buffer down, sums and copies it up, one after the other, where
-  // the engine overlaps its copies with the transfers (one H100, 2 ranks, 64 MiB: ring 37 ms, native
-  // 54 ms); the model and the trial decide there.
-  if (nodes == 1 && isLossless(format) && !onDevice) return Algorithm::kNative;
+  // fp32 on host shared memory up to native's largest probe: MPI's own sum is the fastest there is
+  // (4 ranks, 16 MiB: native 15.8 ms, the engine's fp32 ring 22.1). Above it the model proposes an
+  // engine algorithm and the trial measures both (256 MiB: ring 293 ms, native 394; docs/benchmarks.md,
+  // 0f). Not on device buffers at any size: native stages the whole buffer down, sums and copies it
+  // up, one after the other, where the engine overlaps its copies with the transfers (one H100, 2
+  // ranks, 64 MiB: ring 37 ms, native 54 ms); the model and the trial decide there.
+  if (nodes == 1 && isLossless(format) && !onDevice && bytes <= std::end(kNativeProbeBytes)[-1])
+    return Algorithm::kNative;
   return std::nullopt;
 }
 

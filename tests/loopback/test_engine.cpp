@@ -213,10 +213,11 @@ TEST_CASE("auto follows the documented rule", "[engine]") {
   CHECK(resolved(4, 0, Format::kFp8, 1000) == Algorithm::kNative);
   CHECK(resolved(4, 2, Format::kFp8, 1000) == Algorithm::kNative);  // below 256 KiB
   CHECK(resolved(1, 0, Format::kFp8, big) == Algorithm::kNative);
-  CHECK(resolved(4, 0, Format::kFp32, std::size_t{16} << 20) == Algorithm::kNative);  // one node, fp32
-  // One node above native's largest probe (16 MiB): compressed (measured to pay), the model picks the
-  // algorithm in the budget.
+  CHECK(resolved(4, 0, Format::kFp32, std::size_t{4} << 20) == Algorithm::kNative);  // one node, fp32, 16 MiB
+  // One node above native's largest probe (16 MiB): an engine algorithm, proposed for the trial to
+  // measure against native (compressed, or for fp32 the engine's fp32 sum); the model picks which.
   CHECK(resolved(4, 0, Format::kFp8, std::size_t{16} << 20) != Algorithm::kNative);
+  CHECK(resolved(4, 0, Format::kFp32, std::size_t{16} << 20) != Algorithm::kNative);
   // The model (measured on these threads, so only its invariants are asserted here; the choices on
   // given calibrations are in tests/unit/test_cost_model.cpp): the same on every rank (above), and
   // within the default budget of 2 quantizations per value for a lossy format.

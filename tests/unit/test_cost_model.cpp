@@ -322,10 +322,18 @@ TEST_CASE("a calibration file carries the device's figures and refuses malformed
   }
 }
 
-TEST_CASE("fp32 on one node passes through to native on host buffers only", "[cost_model]") {
+TEST_CASE("fp32 on one node passes through to native on host buffers up to native's largest probe",
+          "[cost_model]") {
   const std::size_t count = std::size_t{1} << 20;
   CHECK(autoGuard(Format::kFp32, count, 4, 1) == Algorithm::kNative);
   CHECK(autoGuard(Format::kFp32, count, 4, 1, false) == Algorithm::kNative);
+  const std::size_t largestProbe = std::end(kNativeProbeBytes)[-1] / sizeof(float);
+  CHECK(autoGuard(Format::kFp32, largestProbe, 4, 1) == Algorithm::kNative);
+  // Above it the model proposes an engine algorithm (native's curve does not extrapolate on one node)
+  // and the trial measures both.
+  CHECK_FALSE(autoGuard(Format::kFp32, largestProbe + 1, 4, 1).has_value());
+  const Calibration oneNode = synthetic(1, 4, 0, 5e-9);
+  CHECK(chooseAlgorithm(oneNode, Format::kFp32, 4 * largestProbe, 2).algorithm != Algorithm::kNative);
   // On device buffers the model (and the trial) decide: native stages the whole buffer in one piece.
   CHECK_FALSE(autoGuard(Format::kFp32, count, 4, 1, true).has_value());
   // The other guards hold wherever the buffers are.
