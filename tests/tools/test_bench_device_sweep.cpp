@@ -66,6 +66,10 @@ TEST_CASE("adaprec-bench's sweep on device buffers gives the host sweep's rows",
   options.formats = parseFormatList("fp32,bf16,fp8s,table4,table4+ef");
   // Not auto: it chooses from measured times, which differ between the two runs.
   options.algorithms = parseAlgorithmList("ring,twoshot,rabenseifner,recursive_doubling,hierarchical,native");
+  // Rows one after another, and --interleave's rounds (each row checked after its warm-up, the
+  // error-feedback row's residuals kept under its own key while the others run).
+  options.interleave = GENERATE(false, true);
+  INFO("interleave " << options.interleave);
   const std::vector<BenchRow> host = sweepRows(options, false);
   const std::vector<BenchRow> device = sweepRows(options, true);
   REQUIRE(host.size() > 20);
