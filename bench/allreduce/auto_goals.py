@@ -2,7 +2,8 @@
 """Issue 22's goals from an adaprec-bench JSON (-J): per size and format, auto's share of the best
 algorithm within the error budget (best time / auto time; native, i.e. MPI_Allreduce in fp32, is in
 every format's budget: auto may pass any format through uncompressed), the best two-quantization algorithm against ring, the speedup over
-the engine's fp32 ring as a share of the ideal 32/bits, and the cost model's error on every row.
+the engine's fp32 ring as a share of the ideal 32/bits, and the cost model's error on every row; then
+how many rows meet each of issue 22's goals (0.95, 0.95, 90 % / 75 % of ideal, +-25 %).
 Each row's quantizations per value is the bench's "quantizations" field, which the bench takes from the
 library's algorithm table (docs/algorithms.md, column Q); the default budget is the library's, 2.
 Usage: auto_goals.py RESULTS.json [--max-quantizations 2]"""
@@ -33,6 +34,12 @@ def main():
     ring32 = {size: fr.get("ring", {}).get("time") for (size, fmt), fr in by.items() if fmt == "fp32"}
     native = {size: fr["MPI_Allreduce"] for (size, fmt), fr in by.items()
               if fmt == "fp32" and "MPI_Allreduce" in fr}
+    tally = defaultdict(lambda: [0, 0])  # goal -> [met, rows]
+
+    def count(goal, met):
+        tally[goal][0] += bool(met)
+        tally[goal][1] += 1
+
     print("| size | format | auto took | auto's share of best in budget | best 2-quant / ring | best vs fp32 ring | % of ideal 32/bits | model error range |")
     print("|---:|---|---|---:|---:|---:|---:|---|")
     for (size, fmt), algos in sorted(by.items(), key=lambda kv: (kv[0][0], BITS.get(kv[0][1], 0) * -1)):
@@ -52,10 +59,23 @@ def main():
         # Runs without --model have no model error; runs without a ring row no share of ideal.
         err_text = f"{min(errs):+.0%} .. {max(errs):+.0%}" if errs else "-"
         ideal_text = f"{vs32:.2f} | {100 * vs32 / (32 / BITS[fmt]):.0f}%" if vs32 else "- | -"
+        if auto and best:
+            count("auto >= 0.95 x best in budget", best["time"] / auto["time"] >= 0.95)
+        if best2 and "ring" in algos:
+            count("best two-quantization >= 0.95 x ring", algos["ring"]["time"] / best2["time"] >= 0.95)
+        if vs32 and fmt != "fp32":
+            goal = 0.75 if fmt.startswith("table") else 0.90
+            count(f"share of ideal 32/bits >= {goal:.0%}", vs32 / (32 / BITS[fmt]) >= goal)
+        for e in errs:
+            count("model error within +-25 % (rows of every algorithm)", abs(e) <= 0.25)
         print(f"| {human(size)} | {fmt} | {auto['algo'] if auto else '-'} | "
               f"{ratio(best['time'], auto['time']) if auto and best else '-'} | "
               f"{ratio(algos['ring']['time'], best2['time']) if best2 and 'ring' in algos else '-'} | "
               f"{ideal_text} | {err_text} |")
+    # The issue's goals, counted over the table (each row of a goal once).
+    print()
+    for goal, (met, total) in tally.items():
+        print(f"{goal}: {met} of {total}")
 
 
 if __name__ == "__main__":
