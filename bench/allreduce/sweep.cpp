@@ -26,9 +26,8 @@ double timeOneCall(RankCollectives& ranks, const std::function<void()>& op) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// This rank's times of `iterations` calls of op, each after a barrier, after `warmup` untimed ones.
-std::vector<double> timeCalls(RankCollectives& ranks, int warmup, int iterations, const std::function<void()>& op) {
-  for (int i = 0; i < warmup; ++i) op();
+// This rank's times of `iterations` calls of op, each after a barrier.
+std::vector<double> timeCalls(RankCollectives& ranks, int iterations, const std::function<void()>& op) {
   std::vector<double> seconds(static_cast<std::size_t>(iterations));
   for (auto& s : seconds) s = timeOneCall(ranks, op);
   return seconds;
@@ -157,7 +156,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
       if (options.interleave) {
         fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
       } else {
-        run.seconds = timeCalls(context.ranks, 0, options.iterations, run.call);
+        run.seconds = timeCalls(context.ranks, options.iterations, run.call);
         fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
       }
       runs.push_back(std::move(run));

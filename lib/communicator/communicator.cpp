@@ -115,11 +115,6 @@ struct Communicator::Impl {
     return *hierarchy;
   }
 
-  // All ranks must agree on everything that shapes the message schedule; a mismatch becomes
-  // Error(kMismatch) on every rank before any data moves. formatWord identifies the format (its id, or
-  // a hash of the whole spec when the check runs before "fastest" is resolved).
-  // memory: where the buffers live ("host", a device's memory space), agreed where the choice depends
-  // on it (auto); empty: not part of the signature.
   // The device allreduce's buffers live on; null where they are host memory (no device, or a
   // DeviceCodec of host memory).
   detail::DeviceCodec* bufferDevice() const { return device && !device->hostMemory() ? device.get() : nullptr; }
@@ -138,6 +133,11 @@ struct Communicator::Impl {
                    d != nullptr ? d->memorySpace() : "host");
   }
 
+  // All ranks must agree on everything that shapes the message schedule; a mismatch becomes
+  // Error(kMismatch) on every rank before any data moves. formatWord identifies the format (its id, or
+  // a hash of the whole spec when the check runs before "fastest" is resolved).
+  // memory: where the buffers live ("host", a device's memory space), agreed where the choice depends
+  // on it (auto); empty: not part of the signature.
   void checkAgreement(std::size_t count, std::uint64_t formatWord, std::string_view formatText,
                       Algorithm algorithm, bool average, bool errorFeedback, std::string_view memory = {}) {
     std::uint64_t signature = detail::signatureOf(0, count, formatWord, static_cast<std::uint64_t>(algorithm),
