@@ -119,9 +119,12 @@ struct RowRun {
   std::vector<double> seconds;    // this rank's timed calls
 };
 
-// Finishes a row from its timed calls (collective) and emits it.
-void finishRow(SweepContext& context, std::vector<BenchRow>& rows, RowRun& run, double baselineSeconds) {
-  fillTiming(run.row, medianOfSlowest(context.ranks, run.seconds), run.wireBytes, baselineSeconds);
+// Finishes a row from its timed calls (collective) and emits it. The first row finished is the
+// baseline: baselineSeconds 0 takes its time.
+void finishRow(SweepContext& context, std::vector<BenchRow>& rows, RowRun& run, double& baselineSeconds) {
+  const double seconds = medianOfSlowest(context.ranks, run.seconds);
+  if (baselineSeconds == 0) baselineSeconds = seconds;
+  fillTiming(run.row, seconds, run.wireBytes, baselineSeconds);
   if (run.afterTiming) run.afterTiming(run.row);
   emit(context, rows, std::move(run.row));
 }
@@ -148,22 +151,15 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     // and checked before the next one starts. Interleaved (--interleave): every row is warmed up and
     // checked first, then the timed calls go round the rows, one call each per round, so that a change
     // of the machine's load during the size's measurement reaches every row alike.
+    // The baseline comes first: every other row's speedup is relative to it.
     std::vector<RowRun> runs;
-    std::size_t finished = 0;
     double baselineSeconds = 0;
     auto measure = [&](RowRun run) {
       for (int i = 0; i < run.warmup; ++i) run.call();
-      if (options.interleave) {
-        fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
-      } else {
-        run.seconds = timeCalls(context.ranks, options.iterations, run.call);
-        fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
-      }
+      if (!options.interleave) run.seconds = timeCalls(context.ranks, options.iterations, run.call);
+      fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
       runs.push_back(std::move(run));
-      if (options.interleave) return;
-      // Baseline first: every other row's speedup is relative to it.
-      if (finished == 0) baselineSeconds = medianOfSlowest(context.ranks, runs.front().seconds);
-      finishRow(context, rows, runs[finished++], baselineSeconds);
+      if (!options.interleave) finishRow(context, rows, runs.back(), baselineSeconds);
     };
 
     RowRun native;
@@ -264,7 +260,6 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     if (options.interleave) {
       for (int round = 0; round < options.iterations; ++round)
         for (RowRun& run : runs) run.seconds.push_back(timeOneCall(context.ranks, run.call));
-      baselineSeconds = medianOfSlowest(context.ranks, runs.front().seconds);
       for (RowRun& run : runs) finishRow(context, rows, run, baselineSeconds);
     }
   }

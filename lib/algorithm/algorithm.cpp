@@ -6,7 +6,6 @@
 
 #include <array>
 #include <cmath>
-#include <iterator>
 #include <limits>
 
 #include "adaprec/codec.hpp"
@@ -195,7 +194,7 @@ std::optional<Algorithm> autoGuard(Format format, std::size_t count, int ranks, 
   // 0f). Not on device buffers at any size: native stages the whole buffer down, sums and copies it
   // up, one after the other, where the engine overlaps its copies with the transfers (one H100, 2
   // ranks, 64 MiB: ring 37 ms, native 54 ms); the model and the trial decide there.
-  if (nodes == 1 && isLossless(format) && !onDevice && bytes <= std::end(kNativeProbeBytes)[-1])
+  if (nodes == 1 && isLossless(format) && !onDevice && bytes <= kNativeLargestProbeBytes)
     return Algorithm::kNative;
   return std::nullopt;
 }

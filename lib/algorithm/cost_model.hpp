@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@ namespace adaprec::detail {
 inline constexpr std::size_t kNativeProbeBytes[] = {std::size_t{1} << 20, std::size_t{4} << 20,
                                                     std::size_t{16} << 20};
 inline constexpr std::size_t kNativeBandwidthBoundBytes = kNativeProbeBytes[1];
+inline constexpr std::size_t kNativeLargestProbeBytes = std::end(kNativeProbeBytes)[-1];
 
 // Per-rank work of one flat algorithm over `ranks` ranks (the slowest rank's share).
 struct AlgorithmWork {

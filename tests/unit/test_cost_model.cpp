@@ -327,7 +327,7 @@ TEST_CASE("fp32 on one node passes through to native on host buffers up to nativ
   const std::size_t count = std::size_t{1} << 20;
   CHECK(autoGuard(Format::kFp32, count, 4, 1) == Algorithm::kNative);
   CHECK(autoGuard(Format::kFp32, count, 4, 1, false) == Algorithm::kNative);
-  const std::size_t largestProbe = std::end(kNativeProbeBytes)[-1] / sizeof(float);
+  const std::size_t largestProbe = kNativeLargestProbeBytes / sizeof(float);
   CHECK(autoGuard(Format::kFp32, largestProbe, 4, 1) == Algorithm::kNative);
   // Above it the model proposes an engine algorithm (native's curve does not extrapolate on one node)
   // and the trial measures both.
