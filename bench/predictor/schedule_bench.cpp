@@ -179,7 +179,9 @@ int main(int argc, char** argv) {
   app.add_option("csv", inputs, "curve CSVs")->required();
   app.add_option("--cutoffs", cutoffs, "fractions of each curve's last step")->delimiter(',');
   app.add_flag("--mcmc", mcmc, "also the MCMC reference with the schedule (slow)");
-  app.add_flag("--per-curve", perCurve, "print each curve's prediction by the fast model");
+  app.add_flag("--per-curve", perCurve,
+               "print each curve's fast prediction: predictive and latent sd, PIT, noise, and per family its "
+               "weight and its prediction fitted alone");
   app.add_flag("--timing", timing, "time fit + predict of 5 curves x 30 points with the schedule");
   app.add_flag("--recalibrate", recalibrate,
                "also fast-recal: the fast model's CDF through a Beta map fitted to other curves' PITs");
@@ -252,15 +254,17 @@ int main(int argc, char** argv) {
             ap::PredictOptions latent;
             latent.observationNoise = false;
             const ap::Predictive pl = post.predictive(0, step, latent);
-            std::printf("# curve,%.2f,%s,%s,y=%.4f,mean=%.4f,sd=%.4f,latentsd=%.4f,pit=%.3f,sigma=%.4f,tau=%.4f,lam=%.2f,fam=",
+            // Then per family: its posterior weight in the mixture, and the family fitted alone.
+            std::printf("# curve,%.2f,%s,%s,y=%.4f,mean=%.4f,sd=%.4f,latentsd=%.4f,pit=%.3f,sigma=%.4f,tau=%.4f,lam=%.2f",
                         f, row.source.c_str(), row.spec.c_str(), y, p.mean(), p.sd(), pl.sd(), p.cdf(y), sum.noiseSdMean,
                         sum.sharedNoiseSdMean, sum.binomialScaleMean);
-            for (double w : sum.familyWeights) std::printf("%.2f/", w);
             for (int fam = 0; fam < ap::kFamilyCount; ++fam) {
+              const auto family = static_cast<ap::Family>(fam);
               ap::ModelOptions one = scheduledModel(row, tuning);
-              one.families = {static_cast<ap::Family>(fam)};
+              one.families = {family};
               const ap::Predictive q = ap::fitFast({observed}, one).predictive(0, step);
-              std::printf(" %.3f+-%.3f", q.mean(), q.sd());
+              std::printf(",%s=w%.2f:%.3f+-%.3f", ap::familyName(family), sum.familyWeights[static_cast<std::size_t>(fam)],
+                          q.mean(), q.sd());
             }
             std::printf("\n");
           }
