@@ -112,7 +112,7 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
       ->check(integerAtLeast(0))->capture_default_str();
   app.add_flag("--interleave", options.interleave,
                "time each size's rows in rounds, one call of every row per round (after every row's warm-up and "
-               "check), so that the machine's load changes reach every row alike");
+               "check; each round starts one row later), so that the machine's load changes reach every row alike");
   app.add_option("-c,--check", check, "1: compare with the fp64 reference and count #wrong; 0: skip")
       ->check(numberCheck(0, 1, true))->capture_default_str();
   app.add_option("--formats", formatsText, "comma list of formats (fp8, table1+ef, fastest, ...) or 'all'")
