@@ -18,7 +18,7 @@ namespace adaprec::bench {
 std::string ncclFp8Unsupported();
 
 // Queued on `stream` (a cudaStream_t): dst[i] = src[i] in e5m2, rounded to nearest even and saturated
-// at +-57344 (__NV_SATFINITE, as the library's fp8 encodes finite values), and back (exact). Throw
+// at +-57344 (__NV_SATFINITE, as NCCL narrows its sums; the library's fp8 gives ±Inf beyond its range), and back (exact). Throw
 // Error(kCuda) when the launch fails.
 void floatToE5m2(const float* src, std::uint8_t* dst, std::size_t count, void* stream);
 void e5m2ToFloat(const std::uint8_t* src, float* dst, std::size_t count, void* stream);

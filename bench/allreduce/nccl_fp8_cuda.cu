@@ -21,9 +21,9 @@ constexpr int kThreads = 256;
 constexpr std::size_t kMaxBlocks = 4096;  // grid-stride loops beyond
 
 // __NV_SATFINITE, not __NV_NOSAT: a finite value beyond 57344 saturates instead of becoming Inf, as
-// the library's fp8 encodes it (docs/formats.md) and as NCCL narrows every partial sum, so the
-// baseline's one input rounding is the one AdaPrec's fp8 rows make and the rows differ only in how
-// the sum is formed. (The two differ for +-Inf inputs only: ±57344 here; the benchmark's data is finite.)
+// NCCL narrows every partial sum. For the benchmark's data (finite, far below 57344) the baseline's
+// one input rounding is then the one AdaPrec's fp8 rows make, and the rows differ only in how the sum
+// is formed. (They differ beyond fp8's range, where the library's fp8 gives ±Inf: docs/formats.md.)
 __global__ void toE5m2Kernel(const float* src, __nv_fp8_storage_t* dst, std::size_t count) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)

@@ -95,22 +95,16 @@ void decodeAdd16(const std::uint8_t* src, std::size_t n, float* acc) {
 
 #if defined(__F16C__) && defined(__AVX2__)
 // fp16 with the F16C conversion instructions: the same results as Fp16Math (checked by the unit tests
-// against it and against the generic build): RNE conversion after clamping finite values to +-65504,
-// NaN made canonical (sign | 0x7e00 / sign | 0x7fc00000).
+// against it and against the generic build): the IEEE RNE conversion (a finite value rounding beyond
+// 65504 becomes +-Inf, Fp16Math's overflow rule), NaN made canonical (sign | 0x7e00 / sign | 0x7fc00000).
 void encodeF16Fast(const float* src, std::size_t n, std::uint8_t* dst) {
-  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 maxHalf = _mm256_set1_ps(65504.0f);
-  const __m256 inf = _mm256_set1_ps(INFINITY);
+  static_assert(detail::Fp16Math::kOverflowMagnitude == detail::Fp16Math::kInf);
   const __m128i magMask = _mm_set1_epi16(0x7fff), signMask = _mm_set1_epi16(static_cast<short>(0x8000));
   const __m128i infHalf = _mm_set1_epi16(0x7c00), nanHalf = _mm_set1_epi16(0x7e00);
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(src + i);
-    const __m256 a = _mm256_and_ps(x, absMask);
-    // finite and beyond the largest half: the clamped value keeps x's sign
-    const __m256 over = _mm256_and_ps(_mm256_cmp_ps(a, maxHalf, _CMP_GT_OQ), _mm256_cmp_ps(a, inf, _CMP_LT_OQ));
-    const __m256 clamped = _mm256_or_ps(_mm256_andnot_ps(absMask, x), maxHalf);
-    const __m128i h = _mm256_cvtps_ph(_mm256_blendv_ps(x, clamped, over), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m128i isNan = _mm_cmpgt_epi16(_mm_and_si128(h, magMask), infHalf);
     const __m128i canonical = _mm_or_si128(_mm_and_si128(h, signMask), nanHalf);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm_blendv_epi8(h, canonical, isNan));

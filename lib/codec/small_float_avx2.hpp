@@ -15,7 +15,7 @@ class SmallFloatEncoder8 {
     __m256i mag = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, roundHalf_), lsb), Math::kShift), rebias_);
     const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic_)), magicBits_);
     mag = _mm256_blendv_epi8(mag, sub, _mm256_cmpgt_epi32(minNormal_, a));
-    mag = _mm256_min_epu32(mag, maxFinite_);  // saturate finite values
+    mag = _mm256_min_epu32(mag, limit_);  // finite values: Math::encode's overflow rule
     mag = _mm256_blendv_epi8(mag, nan_, _mm256_cmpgt_epi32(a, belowInf_));
     if constexpr (Math::kHasInfinity) mag = _mm256_blendv_epi8(mag, infCode_, _mm256_cmpeq_epi32(a, inf_));
     return _mm256_or_si256(mag, _mm256_and_si256(_mm256_srli_epi32(u, 24), signBit_));
@@ -27,7 +27,7 @@ class SmallFloatEncoder8 {
   const __m256i roundHalf_ = set((1u << (Math::kShift - 1)) - 1), rebias_ = set(Math::kRebias);
   const __m256 magic_ = _mm256_set1_ps(detail::bitsFloat(Math::kSubnormalMagicF32));
   const __m256i magicBits_ = set(Math::kSubnormalMagicF32), minNormal_ = set(Math::kMinNormalF32);
-  const __m256i maxFinite_ = set(Math::kMaxFinite), inf_ = set(detail::kF32InfBits), belowInf_ = set(detail::kF32InfBits - 1);
+  const __m256i limit_ = set(Math::kOverflowMagnitude), inf_ = set(detail::kF32InfBits), belowInf_ = set(detail::kF32InfBits - 1);
   const __m256i nan_ = set(Math::kNan), infCode_ = set(Math::kInf), signBit_ = set(0x80);
 };
 

@@ -24,7 +24,7 @@ class SmallFloatEncoder16 {
     // Subnormal target: the fp32 adder rounds a + magic to the subnormal spacing.
     const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic_)), magicBits_);
     mag = _mm512_mask_mov_epi32(mag, _mm512_cmplt_epu32_mask(a, minNormal_), sub);
-    mag = _mm512_min_epu32(mag, maxFinite_);  // saturate finite values
+    mag = _mm512_min_epu32(mag, limit_);  // finite values: Math::encode's overflow rule
     mag = _mm512_mask_mov_epi32(mag, _mm512_cmpge_epu32_mask(a, inf_), nan_);
     if constexpr (Math::kHasInfinity) mag = _mm512_mask_mov_epi32(mag, _mm512_cmpeq_epi32_mask(a, inf_), infCode_);
     // sign bit 31 -> bit 7: (u >> 24) & 0x80, OR'ed into mag in one ternary-logic op (mag | (s & m)).
@@ -37,7 +37,7 @@ class SmallFloatEncoder16 {
   const __m512i roundHalf_ = set((1u << (Math::kShift - 1)) - 1), rebias_ = set(Math::kRebias);
   const __m512 magic_ = _mm512_set1_ps(detail::bitsFloat(Math::kSubnormalMagicF32));
   const __m512i magicBits_ = set(Math::kSubnormalMagicF32), minNormal_ = set(Math::kMinNormalF32);
-  const __m512i maxFinite_ = set(Math::kMaxFinite), inf_ = set(detail::kF32InfBits);
+  const __m512i limit_ = set(Math::kOverflowMagnitude), inf_ = set(detail::kF32InfBits);
   const __m512i nan_ = set(Math::kNan), infCode_ = set(Math::kInf), signBit_ = set(0x80);
 };
 

@@ -62,8 +62,8 @@ const char* typeName(NcclDataType type) {
 // finite value, +-Inf included, becomes +-57344 (0x7b/0xfb), NaN 0x7f. So unlike the library's fp8
 // (docs/formats.md: Inf stays Inf) an Inf operand gives +-57344; Inf - Inf gives NaN. A ring step adds
 // two values and rounds to e5m2 (no wider partial sum travels between ranks); the fake's rank order is
-// one such chain of p-1 additions. Computed here as the library's fp8 encode (RNE, saturating) of the
-// fp32 sum, then Inf -> +-57344 and NaN -> 0x7f. The intermediate rounding (fp16 there, fp32 here)
+// one such chain of p-1 additions. Computed here as the library's fp8 encode (RNE; beyond the range
+// Inf) of the fp32 sum, then Inf -> +-57344 (satfinite) and NaN -> 0x7f. The intermediate rounding (fp16 there, fp32 here)
 // never changes the result: either the exact sum of two e5m2 values fits it, or the smaller operand is
 // below 2^-7 of the larger one's binade and every rounding returns the larger. (Checked once for all
 // 65536 operand pairs against cuda_fp8.hpp's host implementation of the expression above.)

@@ -63,8 +63,10 @@ inline std::vector<std::uint32_t> positiveFiniteCodes(const SmallFloatSpec& s) {
   return codes;
 }
 
-// Reference encoder: nearest finite value, ties to the even code, saturating; Inf kept where the
-// format has it (NaN otherwise); NaN -> the canonical quiet NaN; sign bit always kept.
+// Reference encoder: nearest finite value, ties to the even code; beyond the largest finite value an
+// IEEE overflow to Inf for the formats with Inf and a range narrower than fp32's (fp16, fp8: Inf is
+// then the next value up, 2^(maxExp+1), with an even code), saturation otherwise (bf16, e4m3); Inf
+// kept where the format has it (NaN otherwise); NaN -> the canonical quiet NaN; sign bit always kept.
 class ReferenceEncoder {
  public:
   explicit ReferenceEncoder(const SmallFloatSpec& s) : spec_(s), codes_(positiveFiniteCodes(s)) {
@@ -82,7 +84,12 @@ class ReferenceEncoder {
       return signBit | (spec_.hasInf ? expAll << spec_.manBits : (expAll << spec_.manBits) | ((1u << spec_.manBits) - 1));
     }
     const double a = std::fabs(static_cast<double>(x));
-    if (a >= values_.back()) return signBit | codes_.back();  // saturate
+    if (a >= values_.back()) {
+      if (!(spec_.hasInf && spec_.expBits < 8)) return signBit | codes_.back();  // saturate
+      // Overflow: halfway to 2^(maxExp+1) and beyond round to Inf (the tie to its even code).
+      const double next = 2 * std::ldexp(1.0, static_cast<int>(std::floor(std::log2(values_.back()))));
+      return signBit | (2 * a >= values_.back() + next ? expAll << spec_.manBits : codes_.back());
+    }
     // values_[hi-1] <= a < values_[hi]
     const std::size_t hi = static_cast<std::size_t>(std::upper_bound(values_.begin(), values_.end(), a) - values_.begin());
     const std::size_t lo = hi - 1;

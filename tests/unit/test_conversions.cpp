@@ -30,7 +30,7 @@ std::vector<float> probeInputs(const SmallFloatSpec& spec) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     const float v = static_cast<float>(values[i]);
     in.push_back(v);
-    if (i + 1 == values.size()) {  // the largest value: probe just beyond it (saturation)
+    if (i + 1 == values.size()) {  // the largest value: probe just beyond it (overflow or saturation)
       in.push_back(std::nextafter(v, INFINITY));
       continue;
     }
@@ -136,8 +136,10 @@ TEST_CASE("named corner cases", "[conversion]") {
   using detail::E4m3Math;
   using detail::Bf16Math;
   CHECK(Fp16Math::encode(65504.0f) == 0x7bff);
-  CHECK(Fp16Math::encode(1e9f) == 0x7bff);                 // saturates, not Inf
-  CHECK(Fp16Math::encode(-1e9f) == 0xfbff);
+  CHECK(Fp16Math::encode(65519.0f) == 0x7bff);             // below halfway to 65536: the largest value
+  CHECK(Fp16Math::encode(65520.0f) == 0x7c00);             // halfway: the tie goes to Inf's even code
+  CHECK(Fp16Math::encode(1e9f) == 0x7c00);                 // overflows to Inf, as an IEEE cast
+  CHECK(Fp16Math::encode(-1e9f) == 0xfc00);
   CHECK(Fp16Math::encode(INFINITY) == 0x7c00);             // Inf stays Inf
   CHECK(Fp16Math::encode(-INFINITY) == 0xfc00);
   CHECK(Fp16Math::encode(-0.0f) == 0x8000);                // sign of zero kept
@@ -145,7 +147,10 @@ TEST_CASE("named corner cases", "[conversion]") {
   CHECK(Fp16Math::encode(std::ldexp(1.5f, -25)) == 0x0001);
   CHECK(Fp16Math::encode(-std::ldexp(1.0f, -30)) == 0x8000);  // underflow keeps the sign
   CHECK(Fp8Math::encode(57344.0f) == 0x7b);
-  CHECK(Fp8Math::encode(1e6f) == 0x7b);
+  CHECK(Fp8Math::encode(61439.0f) == 0x7b);               // below halfway to 65536
+  CHECK(Fp8Math::encode(61440.0f) == 0x7c);                // halfway: Inf
+  CHECK(Fp8Math::encode(1e6f) == 0x7c);
+  CHECK(Fp8Math::encode(-1e6f) == 0xfc);
   CHECK(Fp8Math::encode(INFINITY) == 0x7c);
   CHECK(Fp8Math::encode(std::ldexp(1.0f, -16)) == 0x01);   // smallest subnormal
   CHECK(Fp8Math::encode(7e-6f) == 0x00);                   // below half of 2^-16: the flush fp8s avoids

@@ -8,9 +8,13 @@
 //   fp16  = SmallFloat<5, 10, true>,  bf16 = SmallFloat<8, 7, true>,
 //   fp8   = SmallFloat<5, 2, true>    (1-5-2, the E5M2 layout: bias 15, max 57344),
 //   e4m3  = SmallFloat<4, 3, false>   (OCP E4M3FN: bias 7, max 448, no Inf, NaN = S.1111.111).
-// Encoding rounds to nearest, ties to even, directly from fp32 (no double rounding), saturates finite
-// values beyond the largest finite value, keeps ±Inf (NaN where the type has no Inf), turns NaN into
-// the type's canonical quiet NaN and always keeps the sign bit.
+// Encoding rounds to nearest, ties to even, directly from fp32 (no double rounding), keeps ±Inf (NaN
+// where the type has no Inf), turns NaN into the type's canonical quiet NaN and always keeps the sign
+// bit. A finite value that rounds beyond the largest finite value becomes ±Inf in fp16 and fp8 (as an
+// IEEE cast does: their largest values are far below fp32's, and saturating would clamp a value or a
+// sum by an unbounded amount, silently) and saturates in bf16 (beyond bf16's largest value lie only
+// fp32 values within 2^-8 of it, inside the format's error bound) and in e4m3 (no Inf; it is only
+// used block-scaled, where the scale keeps values in range).
 #pragma once
 
 #include <cstdint>
@@ -108,6 +112,10 @@ struct SmallFloat {
   static constexpr std::uint32_t kMaxFinite = kHasInf ? (kExpMask - (1u << kManBits)) | kManMask
                                                       : (kExpMask | kManMask) - 1;
   static constexpr std::uint32_t kInf = kExpMask;  // meaningful only when kHasInf
+  // Where encode(x) stops a finite value's magnitude code: Inf for the types with Inf whose range is
+  // narrower than fp32's (fp16, fp8), the largest finite code otherwise (bf16, e4m3). The overflow rule
+  // of the header comment.
+  static constexpr std::uint32_t kOverflowMagnitude = kHasInf && kExpBits < 8 ? kInf : kMaxFinite;
   static constexpr std::uint32_t kNan = kHasInf ? kExpMask | (1u << (kManBits - 1)) : kExpMask | kManMask;
   // Unbiased exponent of the largest finite value (E5M2: 15, E4M3FN: 8).
   static constexpr int kMaxExp = static_cast<int>(kMaxFinite >> kManBits) - kBias;
@@ -120,12 +128,12 @@ struct SmallFloat {
   static constexpr int kShift = 23 - kManBits;
   static constexpr std::uint32_t kRebias = static_cast<std::uint32_t>(127 - kBias) << kManBits;
 
-  // fp32 -> code. Branch-free.
-  static ADAPREC_HD std::uint32_t encode(float x) { return encode(x, kMaxFinite); }
+  // fp32 -> code. Branch-free. Overflow: kOverflowMagnitude.
+  static ADAPREC_HD std::uint32_t encode(float x) { return encode(x, kOverflowMagnitude); }
 
-  // The same with finite values saturating at the magnitude code maxMagnitude (<= kMaxFinite)
-  // instead: round to nearest, ties to even, then take the smaller magnitude code. A block-scaled
-  // encoder passes maxMagnitudeForScale(e).
+  // The same with finite values stopping at the magnitude code maxMagnitude (<= kMaxFinite: they
+  // saturate there; kInf: they overflow to Inf) instead: round to nearest, ties to even, then take the
+  // smaller magnitude code. A block-scaled encoder passes maxMagnitudeForScale(e).
   static ADAPREC_HD std::uint32_t encode(float x, std::uint32_t maxMagnitude) {
     const std::uint32_t u = floatBits(x);
     const std::uint32_t sign = (u >> 31) << (kBits - 1);
@@ -140,7 +148,7 @@ struct SmallFloat {
       const std::uint32_t sub = floatBits(addRn(bitsFloat(a), magic)) - kSubnormalMagicF32;
       mag = select(a < kMinNormalF32, sub, mag);
     }
-    mag = mag < maxMagnitude ? mag : maxMagnitude;  // saturate finite values (an unsigned min)
+    mag = mag < maxMagnitude ? mag : maxMagnitude;  // saturate or overflow finite values (an unsigned min)
     const std::uint32_t special = kHasInf ? select(a == kF32InfBits, kInf, kNan) : kNan;
     mag = select(a >= kF32InfBits, special, mag);
     return sign | mag;
@@ -212,6 +220,8 @@ static_assert(Fp8Math::kMinScaleExponent == -164 && Fp8Math::kMaxScaleExponent =
 static_assert(E4m3Math::kMinScaleExponent == -157 && E4m3Math::kMaxScaleExponent == 120);
 static_assert(Fp8Math::kSafeScaleExponent == 112 && E4m3Math::kSafeScaleExponent == 119);
 static_assert(Fp8Math::maxMagnitudeForScale(113) == 0x77 && E4m3Math::maxMagnitudeForScale(120) == 0x77);
+static_assert(Fp16Math::kOverflowMagnitude == 0x7c00 && Fp8Math::kOverflowMagnitude == 0x7c &&
+              Bf16Math::kOverflowMagnitude == 0x7f7f && E4m3Math::kOverflowMagnitude == 0x7e);
 
 // x * 2^-e as two exact multiplications (2^-e alone may not be a float): the factors for encoding.
 struct ScaleFactors {
