@@ -205,8 +205,11 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
   const int p = impl_->transport->size();
   const int r = impl_->transport->rank();
   impl_->messageBytes = options.interNodeMessageBytes.value_or(impl_->transport->interNodeMessageBytes());
+  // Whether a timeout is set must agree (its value need not): with one, every call ends with a
+  // completion vote, which a rank without one never joins (the others then timed out naming it).
+  const bool timeoutSet = options.timeoutSeconds > 0;
   const std::uint64_t settings = detail::signatureOf(1, options.segmentCount, ranksPerNode, options.checksum,
-                                                     options.maxQuantizations, impl_->messageBytes);
+                                                     options.maxQuantizations, impl_->messageBytes, timeoutSet);
   std::vector<std::uint64_t> ids(static_cast<std::size_t>(p) + 3, 0);
   ids[static_cast<std::size_t>(r)] = static_cast<std::uint64_t>(impl_->transport->nodeId()) + 1;
   ids[static_cast<std::size_t>(p)] = localError ? 0 : settings;
@@ -223,7 +226,9 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
                     << detail::kEnvSegmentCount << '=' << options.segmentCount << ' ' << detail::kEnvRanksPerNodeName
                     << '=' << ranksPerNode << ' ' << detail::kEnvChecksum << '=' << (options.checksum ? 1 : 0) << ' '
                     << detail::kEnvMaxQuantizations << '=' << options.maxQuantizations << ' '
-                    << detail::kEnvMessageBytes << '=' << impl_->messageBytes << "); set the same values on every rank");
+                    << detail::kEnvMessageBytes << '=' << impl_->messageBytes << ' ' << detail::kEnvTimeout << '='
+                    << (timeoutSet ? "set" : "0") << "); set the same values on every rank (" << detail::kEnvTimeout
+                    << ": set on every rank or on none)");
   ids.resize(static_cast<std::size_t>(p));
   std::map<std::uint64_t, int> perNode;
   for (std::uint64_t id : ids) ++perNode[id];

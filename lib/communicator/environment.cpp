@@ -61,7 +61,8 @@ std::string EnvironmentConfig::agreedSettings() const {
       << detail::kEnvSegmentCount << '=' << communicator.segmentCount << ' ' << detail::kEnvChecksum << '='
       << (communicator.checksum ? 1 : 0) << ' ' << detail::kEnvMessageBytes << '='
       << (communicator.interNodeMessageBytes ? std::to_string(*communicator.interNodeMessageBytes)
-                                             : std::string("transport"));
+                                             : std::string("transport"))
+      << ' ' << detail::kEnvTimeout << '=' << (communicator.timeoutSeconds > 0 ? "set" : "0");  // set or not: its value may differ
   return out.str();
 }
 

@@ -30,8 +30,10 @@ const std::array kVariables = {
     EnvironmentVariable{"ADAPREC_MIN_BYTES", "C API, LD_PRELOAD", "a byte count, a decimal integer from 0 to 2^62",
                         "65536", "float sums smaller than this go to MPI_Allreduce unchanged", 0,
                         std::uint64_t{1} << 62, true},
-    EnvironmentVariable{"ADAPREC_STATS", "C API, LD_PRELOAD", "0, 1", "0",
-                        "1: rank 0 prints summed counters at MPI_Finalize", 0, 1, false},
+    EnvironmentVariable{"ADAPREC_STATS", "LD_PRELOAD", "0, 1", "0",
+                        "1: rank 0 prints summed counters at MPI_Finalize (when any rank sets it; a program "
+                        "linking the C API calls AdaPrec_PrintStats itself)",
+                        0, 1, false},
     EnvironmentVariable{"ADAPREC_RANKS_PER_NODE", "every program",
                         "a positive decimal integer below 2^30", "the real nodes (MPI shared-memory domains)",
                         "treat k consecutive ranks as one node (hierarchical, auto)", 1, kGiB - 1, true},
@@ -45,7 +47,9 @@ const std::array kVariables = {
                         0, 1, true},
     EnvironmentVariable{"ADAPREC_TIMEOUT", "every program",
                         "seconds, a decimal number from 0 to 1000000 (0: wait forever)", "0",
-                        "a wait for a peer longer than this fails on every rank, naming the peer", 0, 1000000,
+                        "a wait for a peer longer than this fails on every rank, naming the peer; set on every "
+                        "rank or on none (the values may differ)",
+                        0, 1000000,
                         false},
     EnvironmentVariable{"ADAPREC_TIMELINE", "every program", "a file path prefix", "unset (no timeline)",
                         "write a Chrome trace of every allreduce to PATH.rank<N>.json per rank (docs/timeline.md)",

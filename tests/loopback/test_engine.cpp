@@ -144,6 +144,67 @@ TEST_CASE("sums near FLT_MAX stay finite on every rank: every lossy format and a
   }
 }
 
+TEST_CASE("fp16 and fp8 sums beyond their range are Inf on every rank, never a finite wrong value", "[engine]") {
+  // Four ranks whose inputs fit the format but whose sum does not (4 x 20000 > 65504 and > 57344). An
+  // algorithm that sends the sum (or a partial sum beyond the range) in the wire format cannot carry it:
+  // the result is then Inf with the sum's sign on every rank (as an IEEE cast and PyTorch's fp16
+  // compression hook give it; loss scaling then skips the step). Saturating it gave 65504 / 57344,
+  // silently (docs/formats.md). recursive_doubling's last sum is formed in fp32 after the last
+  // exchange, so it may return the sum itself: every finite result must be within the documented
+  // bound. Elements of kind 2 cancel (partial sums in range), kind 3 are small.
+  const int p = 4;
+  const std::size_t count = 4 * 1000 + 3;
+  std::vector<std::vector<float>> inputs(p, std::vector<float>(count));
+  for (int r = 0; r < p; ++r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t kind = i % 4;
+      inputs[r][i] = kind == 0 ? 20000.0f : kind == 1 ? -20000.0f : kind == 2 ? (r % 2 == 0 ? 30000.0f : -30000.0f) : 1.5f;
+    }
+  }
+  for (std::string_view format : {"fp16", "fp8"}) {
+    std::vector<std::pair<Algorithm, int>> runs;  // algorithm, ranks per node
+    for (Algorithm algorithm : kCompressed) runs.emplace_back(algorithm, 1);
+    runs.emplace_back(Algorithm::kHierarchical, 2);
+    runs.emplace_back(Algorithm::kAuto, 2);
+    if (format == "fp16") runs.emplace_back(Algorithm::kNative, 1);
+    for (const auto& [algorithm, ranksPerNode] : runs) {
+      const LoopbackOutcome got =
+          runLoopbackAllreduce(ranksPerNode, inputs, std::vector(p, optionsFor(format, algorithm)), false);
+      REQUIRE_FALSE(got.anyError());
+      const Algorithm ran = got.stats[0].algorithm;
+      INFO(format << " " << algorithmName(algorithm) << " (ran " << algorithmName(ran) << "), " << ranksPerNode
+                  << " per node");
+      // Non-finite results: only beyond the range, with the sum's sign, the same on every rank. The
+      // finite ones, every kind: the bound.
+      std::size_t wrongInf = 0, overflowed = 0;
+      std::vector<std::vector<float>> finiteIn(p), finiteOut(p);
+      for (std::size_t i = 0; i < count; ++i) {
+        const float y = got.outputs[0][i];
+        if (std::isfinite(y)) {
+          for (int r = 0; r < p; ++r) {
+            finiteIn[r].push_back(inputs[r][i]);
+            finiteOut[r].push_back(got.outputs[r][i]);
+          }
+          continue;
+        }
+        ++overflowed;
+        const float want = i % 4 == 0 ? INFINITY : -INFINITY;
+        for (int r = 0; r < p; ++r) wrongInf += i % 4 > 1 || got.outputs[r][i] != want;
+      }
+      CHECK(wrongInf == 0);
+      // Every algorithm that encodes the final sum overflows on kinds 0 and 1: all but recursive
+      // doubling's fp32 last step (and auto where it sent fp32: small buffers go to native fp32).
+      if (ran != Algorithm::kRecursiveDoubling && got.stats[0].format != Format::kFp32)
+        CHECK(overflowed == count / 2 + 1);
+      const std::string failure = checkResults(
+          finiteIn, finiteOut, got.stats[0].format,
+          detail::quantizationsPerValue(ran, got.stats[0].format, p, p / ranksPerNode), false, false);
+      INFO(failure);
+      CHECK(failure.empty());
+    }
+  }
+}
+
 TEST_CASE("error feedback makes repeated reductions unbiased", "[engine]") {
   // Reducing the same inputs T times with +ef, the residuals carry each call's error into the next,
   // so the mean of the T results approaches the exact sum (the error of the mean shrinks ~1/T);
@@ -390,6 +451,46 @@ TEST_CASE("ranks built with different communicator settings fail on every rank",
     CHECK_THAT(messages[r], Catch::Contains("ranks disagree on the communicator's settings"));
   }
   CHECK_THAT(messages[1], Catch::Contains("ADAPREC_SEGMENT_COUNT=4096"));
+}
+
+TEST_CASE("a timeout set on some ranks only fails on every rank when the communicator is made; values may differ",
+          "[engine]") {
+  // With a timeout every call ends with a completion vote; a rank without one never joins it, so the
+  // others timed out on their first call naming a rank that was alive. Now refused up front.
+  auto build = [](const std::vector<double>& timeouts) {
+    const int p = static_cast<int>(timeouts.size());
+    LoopbackGroup group(p);
+    std::vector<std::string> messages(static_cast<std::size_t>(p));
+    std::vector<float> results(static_cast<std::size_t>(p), 0.0f);
+    runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+      CommunicatorOptions options;
+      options.timeoutSeconds = timeouts[static_cast<std::size_t>(rank)];
+      try {
+        Communicator comm(transport, options);
+        std::vector<float> buf(4096, 1.0f);
+        AllreduceOptions call;
+        call.format = parseFormatSpec("fp8s");
+        call.algorithm = Algorithm::kTwoShot;
+        comm.allreduce(buf.data(), buf.size(), call);
+        results[static_cast<std::size_t>(rank)] = buf[0];
+      } catch (const Error& e) {
+        messages[static_cast<std::size_t>(rank)] = e.what();
+      }
+    });
+    return std::pair{messages, results};
+  };
+  const std::vector<std::string> mixed = build({10.0, 0.0, 0.0}).first;
+  for (const std::string& message : mixed) {
+    CHECK_THAT(message, Catch::Contains("ranks disagree on the communicator's settings"));
+    CHECK_THAT(message, Catch::Contains("ADAPREC_TIMEOUT: set on every rank or on none"));
+  }
+  CHECK_THAT(mixed[0], Catch::Contains("ADAPREC_TIMEOUT=set"));
+  CHECK_THAT(mixed[1], Catch::Contains("ADAPREC_TIMEOUT=0"));
+  const auto [differing, sums] = build({10.0, 20.0, 30.0});
+  for (std::size_t r = 0; r < differing.size(); ++r) {
+    CHECK(differing[r].empty());
+    CHECK(sums[r] == 3.0f);
+  }
 }
 
 TEST_CASE("a rank whose own settings are invalid fails, and the others are told instead of waiting",

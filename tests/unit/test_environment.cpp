@@ -141,9 +141,14 @@ TEST_CASE("ADAPREC_CHECKSUM and ADAPREC_TIMEOUT", "[environment]") {
   CHECK(options.checksum);
   CHECK(options.timeoutSeconds == 2.5);
   CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(), Catch::Contains("ADAPREC_CHECKSUM=1"));
+  // Whether a timeout is set is agreed (the completion vote), not its value.
+  CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(), Catch::Contains("ADAPREC_TIMEOUT=set"));
+  setenv("ADAPREC_TIMEOUT", "7", 1);
+  CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(), Catch::Contains("ADAPREC_TIMEOUT=set"));
   unsetenv("ADAPREC_CHECKSUM");
   unsetenv("ADAPREC_TIMEOUT");
   const CommunicatorOptions defaults = CommunicatorOptions::fromEnvironment();
   CHECK_FALSE(defaults.checksum);
   CHECK(defaults.timeoutSeconds == 0);
+  CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(), Catch::Contains("ADAPREC_TIMEOUT=0"));
 }
