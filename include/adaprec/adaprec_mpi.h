@@ -34,7 +34,8 @@ void AdaPrec_GetStats(AdaPrec_Stats *stats);
 void AdaPrec_ResetStats(void);
 
 /* Collective over MPI_COMM_WORLD: sums every rank's counters and, on rank 0, prints one line to
- * stderr. The preload library calls it from MPI_Finalize when ADAPREC_STATS=1. */
+ * stderr. The preload library calls it from MPI_Finalize when any rank sets ADAPREC_STATS=1; a
+ * program linking this API directly calls it itself (on every rank) before MPI_Finalize. */
 void AdaPrec_PrintStats(void);
 
 /* ---- Explicit communicators: the API for language bindings (the Python module uses it) ----------

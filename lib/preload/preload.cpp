@@ -3,7 +3,8 @@
 //   mpirun -x LD_PRELOAD=/path/libadaprec-preload.so -x ADAPREC_FORMAT=fp8 ./trainer
 // The real implementation stays reachable through PMPI_*, which the MPI profiling interface
 // guarantees. MPI_Init/MPI_Init_thread are wrapped to validate the environment at start-up (an invalid
-// value stops the job before any work), MPI_Finalize to print the counters when ADAPREC_STATS=1.
+// value stops the job before any work), MPI_Finalize to print the counters when any rank sets
+// ADAPREC_STATS=1.
 #include <mpi.h>
 
 #include "adaprec/adaprec_mpi.h"
@@ -29,7 +30,12 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
 }
 
 int MPI_Finalize(void) {
-  if (adaprec::detail::capiConfigOrAbort().stats) AdaPrec_PrintStats();
+  // AdaPrec_PrintStats is collective, and ranks need not agree on ADAPREC_STATS: every rank passes
+  // here, so first agree whether any rank wants the counters (a rank that skipped the print while
+  // another entered it hung the job), then all take part.
+  int mine = adaprec::detail::capiConfigOrAbort().stats ? 1 : 0, any = 0;
+  PMPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any != 0) AdaPrec_PrintStats();
   return PMPI_Finalize();
 }
 

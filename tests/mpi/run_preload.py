@@ -10,9 +10,11 @@ usage: run_preload.py MPIRUN PROBE PRELOAD_LIB NP [mpirun args...]
    from the baseline, the probe checks them within the documented bound), every other call is
    bit-identical to the baseline, stats report intercepted calls and fewer bytes sent than fp32.
 4. Invalid values: the job stops with one line naming the variable and the valid values.
-5. Ranks with different settings (ADAPREC_FORMAT, ADAPREC_MIN_BYTES, ...; rank 0 against the others):
-   the job stops with "ranks disagree on the ADAPREC_* settings" instead of hanging (one rank passed
-   through to MPI while another ran AdaPrec's agreement on its private communicator).
+5. Ranks with different settings (ADAPREC_FORMAT, ADAPREC_MIN_BYTES, ..., a timeout on some ranks
+   only; rank 0 against the others): the job stops with "ranks disagree on the ADAPREC_* settings"
+   instead of hanging (one rank passed through to MPI while another ran AdaPrec's agreement on its
+   private communicator). Settings that may differ (ADAPREC_STATS, the timeout's value) run through,
+   and the stats line is printed when any rank asks for it.
 """
 import os
 import re
@@ -83,7 +85,7 @@ for env, tol in lossy:
         check(m is not None and int(m.group(1)) == 3 * int(np) and int(m.group(4)) < int(m.group(3)),
               f"preload {env}: stats line {m.group(0) if m else err.strip()[-300:]}")
 
-def run_split(first, rest):
+def run_split(first, rest, tolerance="0"):
     """Rank 0 with the variables `first`, ranks 1.. with `rest` (MPMD app contexts)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADAPREC_")}
     cmd = [mpirun] + mpirun_args
@@ -91,12 +93,12 @@ def run_split(first, rest):
         cmd += ["-np", str(count), "-x", f"LD_PRELOAD={preload}"]
         for k, v in names.items():
             cmd += ["-x", f"{k}={v}"]
-        cmd += [probe, "0", ":"]
+        cmd += [probe, tolerance, ":"]
     try:
         p = subprocess.run(cmd[:-1], env=env, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
-        return None, "hung (killed after 60 s)"
-    return p.returncode, p.stderr
+        return None, "hung (killed after 60 s)", ""
+    return p.returncode, p.stderr, p.stdout
 
 
 if int(np) >= 2:
@@ -104,9 +106,25 @@ if int(np) >= 2:
                         ({"ADAPREC_FORMAT": "fp8s", "ADAPREC_MIN_BYTES": "0"},
                          {"ADAPREC_FORMAT": "fp8s", "ADAPREC_MIN_BYTES": "1000000000"}),
                         ({"ADAPREC_FORMAT": "bf16", "ADAPREC_SEGMENT_COUNT": "4096"}, {"ADAPREC_FORMAT": "bf16"})):
-        rc, err = run_split(first, rest)
+        rc, err, _ = run_split(first, rest)
         check(rc is not None and rc != 0 and "ranks disagree on the ADAPREC_* settings" in err,
               f"rank 0 {first} vs others {rest}: the job stops with a clear line (rc={rc}): {err.strip()[:400]}")
+    # ADAPREC_TIMEOUT set on some ranks only: refused with the same line (each call ends with a
+    # completion vote that a rank without a timeout never joins; the job used to time out naming a
+    # live rank).
+    rc, err, _ = run_split({"ADAPREC_FORMAT": "fp8s", "ADAPREC_TIMEOUT": "20"}, {"ADAPREC_FORMAT": "fp8s"})
+    check(rc is not None and rc != 0 and "ranks disagree on the ADAPREC_* settings" in err and "ADAPREC_TIMEOUT=set" in err,
+          f"a timeout on rank 0 only: the job stops with a clear line (rc={rc}): {err.strip()[:400]}")
+    # Settings ranks need not agree on run through: ADAPREC_STATS on some ranks (MPI_Finalize hung:
+    # only those ranks entered the collective print), different timeout values.
+    bf16 = {"ADAPREC_FORMAT": "bf16", "ADAPREC_ALGO": "ring", "ADAPREC_MIN_BYTES": "4096"}
+    tol = repr(((1 + 2**-8) ** int(np) - 1) * 1.0001)
+    for first, rest, printed in ((dict(bf16, ADAPREC_STATS="1"), bf16, True),
+                                 (bf16, dict(bf16, ADAPREC_STATS="1"), True),
+                                 (dict(bf16, ADAPREC_TIMEOUT="20"), dict(bf16, ADAPREC_TIMEOUT="30"), False)):
+        rc, err, out = run_split(first, rest, tol)
+        check(rc == 0 and "failures 0" in out and ("adaprec: stats over" in err) == printed,
+              f"rank 0 {first} vs others {rest}: runs through (rc={rc}), stats line {printed}: {err.strip()[-400:]}")
 
 for name, value in (("ADAPREC_FORMAT", "fp7"), ("ADAPREC_ALGO", "tree"), ("ADAPREC_MIN_BYTES", "-5"),
                     ("ADAPREC_STATS", "yes"), ("ADAPREC_SEGMENT_COUNT", "-1"), ("ADAPREC_RANKS_PER_NODE", "1e3"),
