@@ -118,6 +118,11 @@ class Transport {
   // to emulate a multi-node layout on one machine (consecutive ranks grouped).
   virtual int nodeId() const = 0;
 
+  // This rank's identity in the whole job, for names that must not collide between processes (the
+  // timeline's file): MPI's rank in MPI_COMM_WORLD; by default rank(), for transports without a wider
+  // job (loopback). Wrappers forward their inner transport's.
+  virtual int jobRank() const { return rank(); }
+
  private:
   // The default nativeAllreduce without its completion vote.
   void gatherSumBroadcast(void* recv, std::size_t count, NativeType type);

@@ -195,7 +195,9 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, const Communica
     codec::hostKernels();  // ADAPREC_CPU_ISA is refused now, not at the first encode
     ranksPerNode = detail::ranksPerNodeOverride();
     if (!options.timelinePath.empty())
-      impl_->timeline = detail::Timeline::open(options.timelinePath, impl_->transport->rank());
+      // Named by the rank in the job: communicators over sub-communicators of different processes
+      // share rank numbers, and two processes writing one file lost each other's events.
+      impl_->timeline = detail::Timeline::open(options.timelinePath, impl_->transport->jobRank());
   } catch (const Error& e) {
     localError = e;
   }

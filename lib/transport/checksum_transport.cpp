@@ -110,6 +110,7 @@ class ChecksumTransport final : public Transport {
   int size() const override { return inner_->size(); }
   const char* kind() const override { return inner_->kind(); }
   int nodeId() const override { return inner_->nodeId(); }
+  int jobRank() const override { return inner_->jobRank(); }
   std::size_t interNodeMessageBytes() const override { return inner_->interNodeMessageBytes(); }
 
   RequestPtr isend(int peer, const void* data, std::size_t bytes, int tag) override {

@@ -256,6 +256,7 @@ class MpiTransport final : public Transport {
   }
 
   int nodeId() const override { return node_; }
+  int jobRank() const override { return worldRanks_[static_cast<std::size_t>(rank_)]; }
 
  private:
   void checkArgs(int peer, std::size_t bytes, int tag) const {
