@@ -110,6 +110,7 @@ struct Tuning {
   double gainSd = ap::ModelOptions{}.gainHeadroomSd;
   bool horizonGain = false;  // the gain prior on the gain reached at the predicted step
   std::uint64_t mcmcSeed = ap::McmcOptions{}.seed;  // the MCMC reference's
+  ap::FastOptions fit;  // the fast posterior's quadrature (--grid1d, --grid2d, --noise-grid)
 };
 
 ap::ModelOptions scheduledModel(const Row& row, const Tuning& tuning) {
@@ -141,7 +142,7 @@ std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& r
     const ap::ModelOptions model = scheduledModel(row, tuning);
     ap::McmcOptions sampler;
     sampler.seed = tuning.mcmcSeed;
-    const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model, sampler) : ap::fitFast({observed}, model);
+    const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model, sampler) : ap::fitFast({observed}, model, tuning.fit);
     out.emplace_back(posterior.predictive(0, row.curve.steps.back()));
   }
   return out;
@@ -193,6 +194,12 @@ int main(int argc, char** argv) {
   app.add_option("--mcmc-seed", tuning.mcmcSeed, "the MCMC reference's seed (its own sampling noise)");
   app.add_flag("--horizon-gain", tuning.horizonGain, "stepScale = the predicted step, gainAtStepScale (tuning only)");
   app.add_option("--annealing-nodes", tuning.nodes, "ModelOptions::annealingNodes (tuning only)");
+  app.add_option("--grid1d", tuning.fit.grid1d, "FastOptions::grid1d, the fast posterior's nodes per one-parameter family")
+      ->capture_default_str();
+  app.add_option("--grid2d", tuning.fit.grid2d, "FastOptions::grid2d, its nodes per dimension of a two-parameter family")
+      ->capture_default_str();
+  app.add_option("--noise-grid", tuning.fit.noiseGridWithCounts, "FastOptions::noiseGridWithCounts, its log sigma nodes")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Row> rows = readCurves(inputs);
@@ -249,7 +256,7 @@ int main(int argc, char** argv) {
             p = p.recalibrated(ab[0], ab[1]);
           }
           if (perCurve && method == "fast") {
-            const ap::Posterior post = ap::fitFast({observed}, scheduledModel(row, tuning));
+            const ap::Posterior post = ap::fitFast({observed}, scheduledModel(row, tuning), tuning.fit);
             const ap::PosteriorSummary sum = post.summary();
             ap::PredictOptions latent;
             latent.observationNoise = false;
@@ -262,7 +269,7 @@ int main(int argc, char** argv) {
               const auto family = static_cast<ap::Family>(fam);
               ap::ModelOptions one = scheduledModel(row, tuning);
               one.families = {family};
-              const ap::Predictive q = ap::fitFast({observed}, one).predictive(0, step);
+              const ap::Predictive q = ap::fitFast({observed}, one, tuning.fit).predictive(0, step);
               std::printf(",%s=w%.2f:%.3f+-%.3f", ap::familyName(family), sum.familyWeights[static_cast<std::size_t>(fam)],
                           q.mean(), q.sd());
             }
