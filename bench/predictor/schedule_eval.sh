@@ -18,6 +18,8 @@
 #     "fp32 table2 table1+ef"; ... C.csv "6" "0.01" "fp16 fp8s"
 #   make_schedule_torch_curves.py A.csv --seeds 4 --lrs 0.04 --first-curve 2000; ... B.csv --seeds 5
 #     --lrs 0.06 --first-curve 3000
+# The CNN curves (2026-11-28, ~10 minutes on one core):
+#   make_schedule_torch_curves.py schedule_curves_torch_cnn.csv --arch cnn --seeds 7 8 --lrs 0.02 0.05 0.1 --first-curve 4000
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bench=${1:-build}/bench/predictor/adaprec-schedule-bench
@@ -31,6 +33,9 @@ echo "== fresh curves (read once, 2026-11-26), maps from the tuning and held-out
 "$bench" "$here/schedule_curves_trainer_fresh.csv" "$here/schedule_curves_torch_fresh.csv" --mcmc \
   --recalibration-corpus "$here/schedule_curves_trainer_tune.csv" "$here/schedule_curves_torch_tune.csv" \
   "$here/schedule_curves_trainer_heldout.csv" "$here/schedule_curves_torch_heldout.csv"
+echo "== CNN curves (read once, 2026-11-28), maps from the 77 MLP curves"
+"$bench" "$here/schedule_curves_torch_cnn.csv" --mcmc \
+  --recalibration-corpus "$here"/schedule_curves_{trainer,torch}_{tune,heldout,fresh}.csv
 echo "== fast against the MCMC reference on every annealed curve, paired, three seeds of the reference's sampler"
 for seed in 1 2 3; do
   "$bench" "$here"/schedule_curves_{trainer,torch}_{tune,heldout,fresh}.csv --mcmc --mcmc-seed "$seed" | grep -E ',(fast|mcmc),|paired'
