@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <tuple>
 #include <unistd.h>
@@ -56,6 +58,30 @@ auto measuredOnEveryRank(Transport& transport, Measure&& measure) -> decltype(me
   return value;
 }
 
+// What a calibration was measured on: "<kind>-<ranks>r-<nodes>n-<ranks per node>l-<isa>-<piece bytes>m",
+// the name of its file in a calibration directory and its key in this process's cache.
+std::string calibrationKey(std::string_view transportKind, const CalibrationTopology& topology) {
+  return std::string(transportKind) + '-' + std::to_string(topology.ranks) + "r-" + std::to_string(topology.nodes) +
+         "n-" + std::to_string(topology.ranksPerNode) + "l-" + topology.isa + '-' +
+         std::to_string(topology.messageBytes) + 'm';
+}
+
+// The calibrations this process measured or loaded, by calibrationKey: a later communicator of the
+// same transport and topology reads its rank's copy instead of probing again (a program that made and
+// freed a communicator every few calls paid a 0.3-0.8 s probe each time). Used like a calibration
+// file: only when every rank of the new communicator holds the very same one (loadOrProbe's hash
+// agreement), so ranks that met in different communicators probe. Loopback ranks are threads of one
+// process and share it, which that agreement makes harmless.
+struct ProcessCalibrations {
+  std::mutex mutex;
+  std::map<std::string, Calibration> byKey;
+};
+
+ProcessCalibrations& processCalibrations() {
+  static ProcessCalibrations instance;
+  return instance;
+}
+
 }  // namespace
 
 std::string calibrationFile(const std::string& path, std::string_view transportKind,
@@ -64,10 +90,7 @@ std::string calibrationFile(const std::string& path, std::string_view transportK
   if (path.empty() || (path.back() != '/' && !std::filesystem::is_directory(path, ignored))) return path;
   std::string file = path;
   if (file.back() != '/') file += '/';
-  file += std::string(transportKind) + '-' + std::to_string(topology.ranks) + "r-" + std::to_string(topology.nodes) +
-          "n-" + std::to_string(topology.ranksPerNode) + "l-" + topology.isa + '-' +
-          std::to_string(topology.messageBytes) + "m.calibration";
-  return file;
+  return file + calibrationKey(transportKind, topology) + ".calibration";
 }
 
 AutoSelector::AutoSelector(RankLayout layout, AutoSettings settings)
@@ -173,8 +196,17 @@ const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format 
       changed = true;
     }
   }
-  if (changed) save(transport);
+  if (changed) {
+    save(transport);
+    remember(transport);
+  }
   return *calibration_;
+}
+
+void AutoSelector::remember(Transport& transport) const {
+  ProcessCalibrations& cache = processCalibrations();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.byKey.insert_or_assign(calibrationKey(transport.kind(), topology()), *calibration_);
 }
 
 void AutoSelector::loadOrProbe(Transport& transport) {
@@ -182,9 +214,10 @@ void AutoSelector::loadOrProbe(Transport& transport) {
   const CalibrationTopology expected = topology();
   const bool rank0 = transport.rank() == 0;
   const std::string path = calibrationFile(settings_.calibrationPath, transport.kind(), expected);
+  // The file ADAPREC_CALIBRATION names, else this process's earlier calibration of the same shape.
+  std::string why;
+  std::optional<Calibration> loaded;
   if (!path.empty()) {
-    std::string why;
-    std::optional<Calibration> loaded;
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       why = "cannot be read (probing, then writing it)";
@@ -193,21 +226,29 @@ void AutoSelector::loadOrProbe(Transport& transport) {
       text << in.rdbuf();
       loaded = parseCalibration(text.str(), expected, why);
     }
-    // Each rank read its own copy: use it only if every rank holds the very same calibration.
-    const std::uint64_t hash = loaded ? (hashSignatureText(serializeCalibration(*loaded)) | 1) : 0;
-    std::uint64_t words[2] = {hash, ~hash};
-    transport.allreduceMax(words, 2);
-    if (hash != 0 && words[0] == hash && words[1] == ~hash) {
-      calibration_ = std::move(loaded);
-      if (settings_.debug && rank0)
-        std::fprintf(stderr, "adaprec: auto: calibration loaded from %s\n%s", path.c_str(),
-                     describeCalibration(*calibration_, "adaprec:   ").c_str());
-      return;
-    }
-    if (rank0)
-      std::fprintf(stderr, "adaprec: ADAPREC_CALIBRATION=%s ignored: %s\n", path.c_str(),
-                   loaded ? "not the same file on every rank (probing)" : why.c_str());
+  } else {
+    ProcessCalibrations& cache = processCalibrations();
+    const std::lock_guard<std::mutex> lock(cache.mutex);
+    const auto it = cache.byKey.find(calibrationKey(transport.kind(), expected));
+    if (it != cache.byKey.end()) loaded = it->second;
   }
+  // Each rank read its own copy: use it only if every rank holds the very same calibration.
+  const std::uint64_t hash = loaded ? (hashSignatureText(serializeCalibration(*loaded)) | 1) : 0;
+  std::uint64_t words[2] = {hash, ~hash};
+  transport.allreduceMax(words, 2);
+  if (hash != 0 && words[0] == hash && words[1] == ~hash) {
+    calibration_ = std::move(loaded);
+    if (settings_.debug && rank0)
+      std::fprintf(stderr, "adaprec: auto: calibration %s\n%s",
+                   path.empty() ? "of an earlier communicator of the same transport and topology (not probed again)"
+                                : ("loaded from " + path).c_str(),
+                   describeCalibration(*calibration_, "adaprec:   ").c_str());
+    remember(transport);
+    return;
+  }
+  if (!path.empty() && rank0)
+    std::fprintf(stderr, "adaprec: ADAPREC_CALIBRATION=%s ignored: %s\n", path.c_str(),
+                 loaded ? "not the same file on every rank (probing)" : why.c_str());
   calibration_ = agreeCalibration(transport, measureCalibration(transport, layout_, expected));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   probeSeconds_ = seconds;
@@ -215,6 +256,7 @@ void AutoSelector::loadOrProbe(Transport& transport) {
     std::fprintf(stderr, "adaprec: auto: calibration probe took %s (rank 0)\n%s", secondsText(seconds).c_str(),
                  describeCalibration(*calibration_, "adaprec:   ").c_str());
   save(transport);
+  remember(transport);
 }
 
 void AutoSelector::save(Transport& transport) const {

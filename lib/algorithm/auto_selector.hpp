@@ -22,7 +22,7 @@ namespace adaprec::detail {
 
 struct AutoSettings {
   int maxQuantizations = 2;     // the error budget for lossy formats
-  std::string calibrationPath;  // empty: probe, keep in memory only; a directory: calibrationFile()
+  std::string calibrationPath;  // empty: probe (or reuse this process's of the same shape); a directory: calibrationFile()
   bool debug = false;           // rank 0 prints each choice once per format and size class
   std::size_t messageBytes = 0;  // largest message between nodes (0: whole; always 0 on one node)
   std::size_t segmentCount = kDefaultSegmentCount;  // elements per codec call (the device probe's calls)
@@ -93,6 +93,8 @@ class AutoSelector {
  private:
   void loadOrProbe(Transport& transport);
   void save(Transport& transport) const;
+  // Keeps the calibration in this process's cache for later communicators of the same shape.
+  void remember(Transport& transport) const;
   void report(Transport& transport, Format format, std::size_t count, const DevicePlace& place,
               const AutoChoice* choice);
 
