@@ -225,6 +225,32 @@ TEST_CASE("a Communicator reloading the calibration chooses as the one that save
   std::remove(path.c_str());
 }
 
+TEST_CASE("a later Communicator of the same shape reuses the process's calibration instead of probing", "[auto]") {
+  // Without ADAPREC_CALIBRATION the calibration used to die with its communicator: a program that made
+  // a communicator per call probed on each (docs/algorithms.md).
+  auto run = [] {
+    LoopbackGroup group(4, 2);
+    std::vector<Algorithm> got(4);
+    const std::string err = capturingStderr([&] {
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+        CommunicatorOptions options;
+        options.calibrationPath.clear();
+        options.debug = true;
+        Communicator comm(t, options);
+        got[rank] = comm.resolveAlgorithm(Algorithm::kAuto, Format::kTable4, std::size_t{1} << 22);
+      });
+    });
+    for (int r = 1; r < 4; ++r) CHECK(got[r] == got[0]);
+    return std::pair{err, got[0]};
+  };
+  const auto [first, chosen] = run();  // probes unless an earlier test of this process made this shape
+  const auto [second, again] = run();
+  INFO(second);
+  CHECK_THAT(second, Catch::Contains("of an earlier communicator of the same transport and topology"));
+  CHECK_THAT(second, !Catch::Contains("calibration probe took"));
+  CHECK(again == chosen);
+}
+
 namespace {
 
 // A calibration of 4 nodes x 1 rank on 1 Gbit/s links with a fast codec: the model sends table4 at
