@@ -50,10 +50,12 @@ Predictive Posterior::predictive(std::size_t curve, double step, const PredictOp
     sds[k] = std::sqrt(var);
   }
   Predictive predictive(s.weight, std::move(means), std::move(sds));
-  // The learned map of the CDF, by how far the prediction reaches beyond the curve's last observation.
+  // The learned map of the CDF (the model's own, else the schedule's default), by how far the
+  // prediction reaches beyond the curve's last observation.
+  const Recalibration* map = s.model.appliedRecalibration();
   const double last = s.data.curves[curve].x.back();
-  if (s.model.recalibration && x > last) {
-    const std::array<double, 2> ab = s.model.recalibration->at(last / x);
+  if (map != nullptr && options.recalibrated && x > last) {
+    const std::array<double, 2> ab = map->at(last / x);
     return predictive.recalibrated(ab[0], ab[1]);
   }
   return predictive;

@@ -230,6 +230,8 @@ ModelOptions learnPriorFromRuns(const std::vector<std::vector<Curve>>& runs, con
   ModelOptions uniform = model;
   uniform.shapePrior.reset();
   uniform.recalibration.reset();
+  // The PITs below are the model's own; the learned model carries its own map (or none).
+  uniform.scheduleRecalibration = false;
   uniform.check();
   ADAPREC_CHECK_ARG(!options.learnGainScale || model.gainHeadroomSd > 0,
                     "learnPriorFromRuns: learnGainScale needs the headroom gain prior (gainHeadroomSd > 0)");

@@ -129,21 +129,29 @@ ap::ModelOptions scheduledModel(const Row& row, const Tuning& tuning) {
 
 // Each row's predictive of its last value under the schedule-aware fast model (mcmc: its MCMC
 // reference) from the points up to fraction f of its last step (nullopt: fewer than 3 points, not
-// evaluated). Fitted once per row and cut-off: the plain and recalibrated scores and the PITs share it.
-std::vector<std::optional<ap::Predictive>> predictives(const std::vector<Row>& rows, double f, const Tuning& tuning,
-                                                       bool mcmc) {
-  std::vector<std::optional<ap::Predictive>> out;
+// evaluated): the model's own (`unmapped`) and the default one (through the schedule's default map,
+// ModelOptions::scheduleRecalibration). Fitted once per row and cut-off: every score and the PITs
+// share the fit.
+struct Fitted {
+  std::vector<std::optional<ap::Predictive>> unmapped, mapped;
+};
+Fitted predictives(const std::vector<Row>& rows, double f, const Tuning& tuning, bool mcmc) {
+  Fitted out;
+  ap::PredictOptions own;
+  own.recalibrated = false;
   for (const Row& row : rows) {
     const ap::Curve observed = cut(row.curve, f);
     if (observed.steps.size() < 3) {
-      out.emplace_back();
+      out.unmapped.emplace_back();
+      out.mapped.emplace_back();
       continue;
     }
     const ap::ModelOptions model = scheduledModel(row, tuning);
     ap::McmcOptions sampler;
     sampler.seed = tuning.mcmcSeed;
     const ap::Posterior posterior = mcmc ? ap::fitMcmc({observed}, model, sampler) : ap::fitFast({observed}, model, tuning.fit);
-    out.emplace_back(posterior.predictive(0, row.curve.steps.back()));
+    out.unmapped.emplace_back(posterior.predictive(0, row.curve.steps.back(), own));
+    out.mapped.emplace_back(posterior.predictive(0, row.curve.steps.back()));
   }
   return out;
 }
@@ -194,6 +202,10 @@ int main(int argc, char** argv) {
   app.add_option("--mcmc-seed", tuning.mcmcSeed, "the MCMC reference's seed (its own sampling noise)");
   app.add_flag("--horizon-gain", tuning.horizonGain, "stepScale = the predicted step, gainAtStepScale (tuning only)");
   app.add_option("--annealing-nodes", tuning.nodes, "ModelOptions::annealingNodes (tuning only)");
+  bool checkDefaultMap = false;
+  app.add_flag("--check-default-map", checkDefaultMap,
+               "refit the schedule's default recalibration map (predictor::scheduleRecalibration) from these "
+               "curves' PITs at its fractions and exit 1 when it differs from the library's by more than 0.1 %");
   app.add_option("--grid1d", tuning.fit.grid1d, "FastOptions::grid1d, the fast posterior's nodes per one-parameter family")
       ->capture_default_str();
   app.add_option("--grid2d", tuning.fit.grid2d, "FastOptions::grid2d, its nodes per dimension of a two-parameter family")
@@ -203,8 +215,26 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Row> rows = readCurves(inputs);
-    std::vector<std::string> methods = {"last", "pow3", "fast-noschedule", "fast"};
-    if (mcmc) methods.push_back("mcmc");
+    if (checkDefaultMap) {
+      // The library's default map against the one these curves give now (the unmapped model's PITs).
+      const ap::Recalibration& library = ap::scheduleRecalibration();
+      bool same = true;
+      for (std::size_t i = 0; i < library.fractions.size(); ++i) {
+        const std::vector<double> values = pits(rows, predictives(rows, library.fractions[i], tuning, false).unmapped);
+        const std::array<double, 2> ab = mapFrom(values, values.size());
+        std::size_t used = 0;
+        for (double v : values) used += std::isfinite(v);
+        const bool close = std::abs(ab[0] - library.a[i]) <= 1e-3 * library.a[i] &&
+                           std::abs(ab[1] - library.b[i]) <= 1e-3 * library.b[i] && used == library.counts[i];
+        same = same && close;
+        std::printf("default map at %.2f: refitted Beta(%.4f, %.4f) from %zu curves, library Beta(%.4f, %.4f) from %zu: %s\n",
+                    library.fractions[i], ab[0], ab[1], used, library.a[i], library.b[i], library.counts[i],
+                    close ? "same" : "DIFFERENT");
+      }
+      return same ? 0 : 1;
+    }
+    std::vector<std::string> methods = {"last", "pow3", "fast-noschedule", "fast-unmapped", "fast"};
+    if (mcmc) methods.insert(methods.end(), {"mcmc-unmapped", "mcmc"});
     if (!corpus.empty()) recalibrate = true;
     if (recalibrate) methods.push_back("fast-recal");
     if (recalibrate && mcmc) methods.push_back("mcmc-recal");
@@ -216,18 +246,19 @@ int main(int argc, char** argv) {
       std::map<std::string, std::vector<double>> curveLogDensity;  // fast's and mcmc's, per curve
       // Index 0: the fast model's; 1: the MCMC reference's. The maps: one from the corpus, or one per
       // row from every other row (leave one out).
-      std::vector<std::optional<ap::Predictive>> ownPredictive[2];
+      Fitted ownPredictive[2];
       std::vector<double> ownPits[2];
       std::array<double, 2> corpusMap[2] = {{1, 1}, {1, 1}};
       for (int m = 0; m < (mcmc ? 2 : 1); ++m) {
         ownPredictive[m] = predictives(rows, f, tuning, m == 1);
         if (!recalibrate) continue;
+        // The maps are learned from, and applied to, the model's own (unmapped) predictives.
         if (corpus.empty()) {
-          ownPits[m] = pits(rows, ownPredictive[m]);
+          ownPits[m] = pits(rows, ownPredictive[m].unmapped);
           continue;
         }
         const std::vector<double> corpusPits =
-            pits(corpusRows, predictives(corpusRows, f, tuning, m == 1));
+            pits(corpusRows, predictives(corpusRows, f, tuning, m == 1).unmapped);
         corpusMap[m] = mapFrom(corpusPits, corpusPits.size());
         std::printf("# cut-off %.2f, %s: map Beta(%.3f, %.3f) from %zu corpus curves\n", f, m ? "mcmc" : "fast",
                     corpusMap[m][0], corpusMap[m][1], corpusRows.size());
@@ -249,17 +280,23 @@ int main(int argc, char** argv) {
         for (const std::string& method : methods) {
           if (method == "last" || method == "pow3") continue;
           const bool exact = method.rfind("mcmc", 0) == 0;
-          ap::Predictive p = method == "fast-noschedule" ? ap::fitFast({observed}, ap::ModelOptions{}).predictive(0, step)
-                                                         : *ownPredictive[exact][index];
-          if (method.size() > 6 && method.substr(method.size() - 6) == "-recal") {
+          const auto endsWith = [&method](std::string_view tail) {
+            return method.size() > tail.size() && method.compare(method.size() - tail.size(), tail.size(), tail) == 0;
+          };
+          const bool own = endsWith("-unmapped") || endsWith("-recal");
+          ap::Predictive p = method == "fast-noschedule"
+                                 ? ap::fitFast({observed}, ap::ModelOptions{}).predictive(0, step)
+                                 : *(own ? ownPredictive[exact].unmapped : ownPredictive[exact].mapped)[index];
+          if (endsWith("-recal")) {
             const std::array<double, 2> ab = corpus.empty() ? mapFrom(ownPits[exact], index) : corpusMap[exact];
             p = p.recalibrated(ab[0], ab[1]);
           }
-          if (perCurve && method == "fast") {
+          if (perCurve && method == "fast-unmapped") {  // the model's own width, without the default map
             const ap::Posterior post = ap::fitFast({observed}, scheduledModel(row, tuning), tuning.fit);
             const ap::PosteriorSummary sum = post.summary();
-            ap::PredictOptions latent;
+            ap::PredictOptions latent, own;
             latent.observationNoise = false;
+            latent.recalibrated = own.recalibrated = false;
             const ap::Predictive pl = post.predictive(0, step, latent);
             // Then per family: its posterior weight in the mixture, and the family fitted alone.
             std::printf("# curve,%.2f,%s,%s,y=%.4f,mean=%.4f,sd=%.4f,latentsd=%.4f,pit=%.3f,sigma=%.4f,tau=%.4f,lam=%.2f",
@@ -269,7 +306,7 @@ int main(int argc, char** argv) {
               const auto family = static_cast<ap::Family>(fam);
               ap::ModelOptions one = scheduledModel(row, tuning);
               one.families = {family};
-              const ap::Predictive q = ap::fitFast({observed}, one, tuning.fit).predictive(0, step);
+              const ap::Predictive q = ap::fitFast({observed}, one, tuning.fit).predictive(0, step, own);
               std::printf(",%s=w%.2f:%.3f+-%.3f", ap::familyName(family), sum.familyWeights[static_cast<std::size_t>(fam)],
                           q.mean(), q.sd());
             }

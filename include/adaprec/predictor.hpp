@@ -141,6 +141,12 @@ struct ModelOptions {
   // Not part of the prior: a map of the predictive CDF learned from finished runs (learnPriorFromRuns),
   // applied by Posterior::predictive to every prediction beyond a curve's last observed step.
   std::shared_ptr<const Recalibration> recalibration;
+  // With an lrSchedule that anneals (not neverAnneals()), neither recalibration nor shapePrior set (the
+  // priors it was learned under):
+  // Posterior::predictive maps the CDF through scheduleRecalibration(), learned from real annealed
+  // curves (docs/predictor.md: the schedule-aware bands are too wide by a stable amount). false: the
+  // model's own predictive.
+  bool scheduleRecalibration = true;
   // The learning-rate schedule the curves were trained under (none: the model above, exactly). With one,
   // the basis is evaluated at the forward area instead of the step, x = S1(step) / S1(stepScale), and
   // an annealing term c * S2(step) / S1(stepScale) is added to every curve (docs/predictor.md): c >= 0
@@ -152,6 +158,9 @@ struct ModelOptions {
   int annealingNodes = 3;  // as good as 5 on the tuning curves at ~60% of the cost (docs/predictor.md)
   double annealingMomentum = kAnnealingMomentum;
   void check() const;
+  // The map Posterior::predictive applies: recalibration, else the schedule's default (see
+  // scheduleRecalibration above), else none.
+  const Recalibration* appliedRecalibration() const;
 };
 inline constexpr double kMinHeadroom = 0.02;
 
@@ -191,6 +200,9 @@ struct McmcOptions {
 struct PredictOptions {
   // true: the distribution of a future observation (latent curve + noise); false: the latent curve.
   bool observationNoise = true;
+  // false: the model's own predictive, without the recalibration map (ModelOptions::recalibration or
+  // the schedule's default) that would otherwise apply.
+  bool recalibrated = true;
   // Sample count behind the future observation; < 0: the curve's last count (none if it had none).
   double sampleCount = -1.0;
 };
@@ -301,6 +313,13 @@ struct Recalibration {
   // The map's (a, b) at fraction f > 0.
   std::array<double, 2> at(double fraction) const;
 };
+
+// The map every schedule-aware fit uses by default (ModelOptions::scheduleRecalibration): Beta maps at
+// fractions 0.2 and 0.4 fitted to the PITs of the final values of the 77 annealed curves of
+// bench/predictor (schedule_curves_{trainer,torch}_{tune,heldout,fresh}.csv, two MLPs, cosine, step
+// and poly schedules) predicted from those fractions of each curve by this model without a map.
+// `adaprec-schedule-bench --check-default-map` refits it (a test: a model change that moves it fails).
+const Recalibration& scheduleRecalibration();
 
 struct RunPriorOptions {
   // Weight of the model's own prior, in runs: the learned shape prior is (pseudoCount * uniform + sum of

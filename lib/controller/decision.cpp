@@ -58,6 +58,7 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
 
   Decision d;
   if (model.lrSchedule) d.lrSchedule = model.lrSchedule->spec();
+  d.scheduleMap = model.appliedRecalibration() != nullptr;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const predictor::Prediction p = posterior.predict(i, horizonOf(i));
     CandidateVerdict v;

@@ -49,6 +49,9 @@ struct Decision {
   std::vector<CandidateVerdict> verdicts;
   double fitSeconds = 0;
   std::string lrSchedule = "none";  // the predictor's schedule: "none" or "points:N" (phaseSchedule)
+  // Whether the predictions went through the schedule's default recalibration map
+  // (predictor::ModelOptions::scheduleRecalibration: a schedule that anneals).
+  bool scheduleMap = false;
 };
 
 struct DecisionConfig {

@@ -83,6 +83,7 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   plan.decision.choice = speculated[fitted.choice];
   plan.decision.fitSeconds = fitted.fitSeconds;
   plan.decision.lrSchedule = fitted.lrSchedule;
+  plan.decision.scheduleMap = fitted.scheduleMap;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (std::size_t c = 0, k = 0; c < phase.observations.size(); ++c) {
     if (k < speculated.size() && speculated[k] == c) {
@@ -119,6 +120,7 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
   j["overhead_s"] = outcome.overheadSeconds;
   j["fit_s"] = plan.decision.fitSeconds;
   j["lr_schedule"] = plan.decision.lrSchedule;  // the predictor's schedule ("none": the model without one)
+  j["schedule_map"] = plan.decision.scheduleMap;  // its predictions through the schedule's default map
   if (!phase.speculationOrder.empty()) {  // pruning was on
     j["speculation_order"] = phase.speculationOrder;
     j["min_speedup"] = config.minSpeedup;

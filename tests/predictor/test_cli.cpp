@@ -221,6 +221,23 @@ TEST_CASE("cli: --lr-schedule feeds the schedule-aware model; malformed specs ex
   const Result constant = run("--input {in} --at 1600 --lr-schedule constant", kTwoCurves);
   REQUIRE(constant.status == 0);
   CHECK(countLines(constant.out) == 3);
+  // An annealing schedule's predictions go through the default map (named in the JSON), narrower than
+  // the model's own (--no-schedule-map); a constant schedule has none.
+  const Result mapped = run("--input {in} --at 1600 --lr-schedule cosine:1600 --json", kTwoCurves);
+  const Result own = run("--input {in} --at 1600 --lr-schedule cosine:1600 --json --no-schedule-map", kTwoCurves);
+  const Result flat = run("--input {in} --at 1600 --lr-schedule constant --json", kTwoCurves);
+  REQUIRE((mapped.status == 0 && own.status == 0 && flat.status == 0));
+  const nlohmann::json jm = nlohmann::json::parse(mapped.out), jo = nlohmann::json::parse(own.out);
+  CHECK(jm["recalibration_source"] == "schedule default");
+  CHECK(jm["recalibration"].size() == 2);
+  CHECK_FALSE(jo.contains("recalibration"));
+  CHECK_FALSE(nlohmann::json::parse(flat.out).contains("recalibration"));
+  for (std::size_t c = 0; c < 2; ++c) {
+    const auto width = [c](const nlohmann::json& j) {
+      return j["predictions"][c]["q95"].get<double>() - j["predictions"][c]["q05"].get<double>();
+    };
+    CHECK(width(jm) < width(jo));
+  }
   for (const char* spec : {"cosine:0", "step:0.1:500,200", "poly:1600", "linear", "file:/nonexistent.csv"}) {
     const Result bad = run(std::string("--input {in} --at 1600 --lr-schedule ") + spec, kTwoCurves);
     INFO(spec << ": " << bad.err);

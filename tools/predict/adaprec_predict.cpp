@@ -1,7 +1,7 @@
 // adaprec-predict: forecast learning curves from a CSV of observed points (see docs/predictor.md).
 //
 //   adaprec-predict --input curves.csv --at 3000,6000 [--json] [--plot out.png] [--method fast|mcmc]
-//                   [--prior-runs finished.csv] [--lr-schedule SPEC]
+//                   [--prior-runs finished.csv] [--lr-schedule SPEC [--no-schedule-map]]
 //
 // Prints `curve,step,mean,std,q05,q95` (one line per curve and requested step) or JSON. Input errors
 // (and a --plot path whose directory cannot be written) exit with status 2; other failures exit 1.
@@ -180,6 +180,10 @@ int main(int argc, char** argv) {
                  "learning-rate schedule the curves were trained under, in their steps: constant, cosine:TOTAL, "
                  "cosine:TOTAL:WARMUP, poly:TOTAL:POWER, step:GAMMA:S1,S2,..., file:PATH (CSV step,lr); the "
                  "model then reads the curve against the area under the rate and adds the annealing gain");
+  bool noScheduleMap = false;
+  app.add_flag("--no-schedule-map", noScheduleMap,
+               "with --lr-schedule: the model's own bands, without the recalibration map that schedule-aware "
+               "predictions get by default (learned from real annealed curves, docs/predictor.md)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
                                                                                       << " to " << table.runs.back());
     ap::ModelOptions model;
     if (!lrSchedule.empty()) model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(lrSchedule));
+    model.scheduleRecalibration = !noScheduleMap;
     if (!families.empty()) {
       model.families.clear();
       for (const std::string& name : families) model.families.push_back(ap::familyFromName(name));
@@ -250,8 +255,9 @@ int main(int argc, char** argv) {
         out["prior_step_scale"] = model.shapePrior->stepScale;
         out["gain_headroom_sd"] = model.gainHeadroomSd;
       }
-      if (model.recalibration) {
-        const ap::Recalibration& r = *model.recalibration;
+      if (const ap::Recalibration* map = model.appliedRecalibration()) {
+        const ap::Recalibration& r = *map;
+        out["recalibration_source"] = model.recalibration ? "prior runs" : "schedule default";
         out["recalibration"] = nlohmann::json::array();
         for (std::size_t i = 0; i < r.fractions.size(); ++i) {
           out["recalibration"].push_back({{"fraction", r.fractions[i]}, {"a", r.a[i]}, {"b", r.b[i]}, {"pits", r.counts[i]}});
