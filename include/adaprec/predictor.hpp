@@ -241,9 +241,13 @@ class Predictive {
   double mixtureCdf(double y) const;
   double mixtureQuantile(double p) const;
   double mixtureLogDensity(double y) const;
+  // P(0 <= X_k <= y) for z = (y - mean_k) / sd_k, computed where it does not cancel.
+  double componentCdf(std::size_t k, double z) const;
 
   std::vector<double> weights_, means_, sds_;
-  std::vector<double> lower_;  // per component: P(X_k <= 0)
+  // Per component: P(X_k <= 0), or, for a component whose mean is below 0 (all of [0, 1] in its upper
+  // tail, where Phi(z) - Phi(alpha) cancels to 0 - 0 = 1 - 1), -P(X_k > 0): the sign tells which.
+  std::vector<double> lower_;
   double mapA_ = 1, mapB_ = 1;  // the Beta map of the CDF (1, 1: none)
   double mass_ = 0, mean_ = 0, sd_ = 0, untruncatedMean_ = 0;
   bool degenerate_ = false;  // no mass inside [0, 1]: a point mass at mean_

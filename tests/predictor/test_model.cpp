@@ -150,6 +150,23 @@ TEST_CASE("Predictive: truncated mixture moments, quantiles, density and CRPS", 
     CHECK(p.cdf(p.quantile(0.05)) == Approx(0.05).margin(1e-8));
     CHECK(p.quantile(0.05) < p.quantile(0.5));
   }
+  SECTION("a component far below 0 keeps a CDF inside [0, 1] (its upper tail), so quantiles stay near 0") {
+    // Mean -0.5, sd 0.06: P(X > 0) = Phi(-8.33) ~ 4e-17. Phi(z) - Phi(alpha) cancelled to 0 there while
+    // the mass did not, so the CDF was 0 on [0, 1) and every quantile 1 (adaprec-predict before the
+    // first observation printed mean 0.0001 with q05 = q95 = 1).
+    const ap::Predictive p({1.0}, {-0.5}, {0.06});
+    const double q05 = p.quantile(0.05), q50 = p.quantile(0.5), q95 = p.quantile(0.95);
+    INFO(q05 << " " << q50 << " " << q95 << " mean " << p.mean());
+    CHECK(0 < q05);
+    CHECK(q05 < q50);
+    CHECK(q50 < q95);
+    CHECK(q95 < 0.05);
+    CHECK(p.mean() < 0.05);
+    CHECK(p.cdf(q50) == Approx(0.5).margin(1e-6));
+    // Mixed with a component inside: the far one's weight barely counts, and nothing is NaN.
+    const ap::Predictive mixed({0.5, 0.5}, {-0.5, 0.5}, {0.06, 0.05});
+    CHECK(mixed.quantile(0.5) == Approx(0.5).margin(1e-6));
+  }
   SECTION("all mass outside [0, 1] degrades to a point mass, never NaN") {
     const ap::Predictive p({1.0}, {5.0}, {0.01});
     CHECK(p.mean() == 1.0);
