@@ -314,6 +314,11 @@ class MpiTransport final : public Transport {
 }  // namespace
 
 std::shared_ptr<Transport> makeMpiTransport(MPI_Comm comm) {
+  // An intercommunicator has two groups and no shared-memory split: MPI_Comm_split_type crashed on it.
+  int inter = 0;
+  checkMpi(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
+  ADAPREC_CHECK_ARG(inter == 0, "an intercommunicator cannot carry AdaPrec's allreduce (its two groups have no "
+                                "common rank order); give an intracommunicator");
   MPI_Comm dup = MPI_COMM_NULL;
   checkMpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
   return std::make_shared<MpiTransport>(dup);

@@ -429,6 +429,9 @@ def communicator(comm=None):
     _require_mpi()
     if comm == MPI.COMM_NULL:
         raise InvalidArgumentError("comm is MPI.COMM_NULL", _capi.ERR_INVALID_ARGUMENT)
+    if comm.Is_inter():  # the C API refuses it too (it crashed in MPI_Comm_split_type)
+        raise InvalidArgumentError("adaprec: an intercommunicator cannot carry AdaPrec's allreduce; give an "
+                                   "intracommunicator", _capi.ERR_INVALID_ARGUMENT)
     keyval = _keyval()
     cached = comm.Get_attr(keyval)
     if cached is None or cached.freed:

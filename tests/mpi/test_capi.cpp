@@ -102,6 +102,19 @@ int run() {
                   "SetFeedback with count 2^62 is refused: rc " + std::to_string(rc) + " " + AdaPrec_LastError());
     AdaPrec_CommFree(handle);
   }
+  if (p > 1) {
+    // An intercommunicator is refused with an error code (it crashed in MPI_Comm_split_type).
+    MPI_Comm half = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - rank % 2, 78, &inter);
+    AdaPrec_Comm handle = nullptr;
+    const int rc = AdaPrec_CommCreate(inter, &handle);
+    verdict.check(rc == ADAPREC_ERR_INVALID_ARGUMENT && handle == nullptr &&
+                      std::string(AdaPrec_LastError()).find("intercommunicator") != std::string::npos,
+                  "an intercommunicator is refused: rc " + std::to_string(rc) + " " + AdaPrec_LastError());
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+  }
 
   AdaPrec_Stats stats;
   AdaPrec_GetStats(&stats);

@@ -159,6 +159,15 @@ def main():
     bad = 1 % size  # the rank that passes the bad argument
     own_or_peer = lambda own: (lambda r: own if r == bad else adaprec.PeerInvalidError)  # noqa: E731
     ones = lambda n=1000, dtype=np.float32: np.ones(n, dtype=dtype)  # noqa: E731
+    # An intercommunicator is refused on every rank (it crashed inside MPI_Comm_split_type).
+    if size >= 2:
+        half = world.Split(rank % 2, rank)
+        inter = half.Create_intercomm(0, world, 1 - rank % 2, 77)
+        message = expect_error(lambda r: adaprec.InvalidArgumentError, "an intercommunicator",
+                               lambda: adaprec.allreduce(np.ones(8, dtype=np.float32), comm=inter))
+        check(message is None or "intercommunicator" in message, f"intercommunicator message: {message}")
+        inter.Free()
+        half.Free()
     expect_error(own_or_peer(TypeError), "float64 on one rank",
                  lambda: adaprec.allreduce(ones(dtype=np.float64) if rank == bad else ones()))
     expect_error(own_or_peer(TypeError), "a list on one rank",
