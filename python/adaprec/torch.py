@@ -285,6 +285,17 @@ def hook(state, bucket):
 
 # ---- Adaptive precision: the AdaPrec precision controller driving a DDP training loop --------------
 
+def _whole(name, value, least=0):
+    """value as an int >= least, else adaprec.InvalidArgumentError naming the argument (the C API takes
+    unsigned integers: a negative one wrapped around, and a negative count crashed)."""
+    from . import _capi
+
+    if isinstance(value, bool) or int(value) != value or value < least:
+        raise adaprec.InvalidArgumentError(f"adaprec: {name} must be an integer >= {least}, got {value!r}",
+                                           _capi.ERR_INVALID_ARGUMENT)
+    return int(value)
+
+
 def schedule_rates(spec, first, count):
     """The learning-rate schedule `spec` relative to its peak at steps first .. first+count-1, parsed and
     evaluated by the library (AdaPrec_ControllerScheduleRates: the forms of adaprec-train and
@@ -294,9 +305,13 @@ def schedule_rates(spec, first, count):
 
     from . import _capi
 
+    first, count = _whole("first", first), _whole("count", count)
+    if "\0" in str(spec):
+        raise adaprec.InvalidArgumentError(f"adaprec: lr schedule {str(spec)!r} contains a NUL character",
+                                           _capi.ERR_INVALID_ARGUMENT)
     lib = _capi.controller_lib()
-    rates = (ctypes.c_double * max(int(count), 1))()
-    code = lib.AdaPrec_ControllerScheduleRates(str(spec).encode(), int(first), int(count), rates)
+    rates = (ctypes.c_double * max(count, 1))()
+    code = lib.AdaPrec_ControllerScheduleRates(str(spec).encode(), first, count, rates)
     if code != _capi.OK:
         message = lib.AdaPrec_ControllerLastError().decode(errors="replace")
         raise adaprec._ERRORS.get(code, adaprec.AdaPrecError)(message, code)
@@ -330,11 +345,11 @@ class Controller:
         self._lib.AdaPrec_ControllerDefaultOptions(ctypes.byref(options))
         # The library's defaults stay wherever an argument is None: declared once, in the C API.
         if continuation_steps is not None:
-            options.continuationSteps = int(continuation_steps)
+            options.continuationSteps = _whole("continuation_steps", continuation_steps, 1)
         if max_overhead is not None:
             options.maxOverhead = float(max_overhead)
-        options.totalSteps = int(total_steps or 0)
-        options.validationImages = int(validation_images or 0)
+        options.totalSteps = _whole("total_steps", total_steps or 0)
+        options.validationImages = _whole("validation_images", validation_images or 0)
         options.stepsPerEpoch = float(steps_per_epoch or 0)
         if rule is not None:
             options.rule = _capi.RULE_RISK if rule == "risk" else _capi.RULE_GAIN

@@ -152,7 +152,8 @@ def schedule_checks():
         train_step(step)
 
     def driver(**kwargs):
-        return adaprec_torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate, total_steps=100,
+        kwargs.setdefault("total_steps", 100)
+        return adaprec_torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate,
                                                scheduler=scheduler, candidates=["fp32", "fp16"], **kwargs)
 
     def step_lr(s):  # StepLR(step_size=7, gamma=0.7) on lr 0.1
@@ -186,12 +187,26 @@ def schedule_checks():
     check(given.continuation_steps == 7 and given.prune is False, "given settings were not kept")
     for kwargs, says in (({"lr_schedule": "cosine:0"}, "lr schedule 'cosine:0': TOTAL must be a number > 0"),
                          ({"lr_schedule": "cosine:10", "learning_rate": step_lr}, "not both"),
-                         ({"lr_schedule": 0.1}, "must be a spec string")):
+                         ({"lr_schedule": 0.1}, "must be a spec string"),
+                         # negative counts wrapped around in the C API (a 30-step run did 6 phases)
+                         ({"continuation_steps": -5}, "continuation_steps must be an integer >= 1"),
+                         ({"total_steps": -10}, "total_steps must be an integer >= 0")):
         try:
             driver(**kwargs)
             check(False, f"{kwargs} was accepted")
         except adaprec.InvalidArgumentError as error:
             check(says in str(error) and "\n" not in str(error), f"{kwargs}: {error}")
+    # schedule_rates: a negative count crashed (segfault), a negative first step wrapped to 2^64 - 5.
+    check(adaprec_torch.schedule_rates("cosine:100", 0, 2) == [1.0, 0.5 * (1 + math.cos(math.pi / 100))],
+          "schedule_rates cosine:100 at steps 0, 1")
+    for args, says in ((("cosine:100", 0, -1), "count must be an integer >= 0"),
+                       (("cosine:100", -5, 3), "first must be an integer >= 0"),
+                       (("cosine:100\0junk", 0, 3), "contains a NUL character")):
+        try:
+            adaprec_torch.schedule_rates(*args)
+            check(False, f"schedule_rates{args} was accepted")
+        except adaprec.InvalidArgumentError as error:
+            check(says in str(error), f"schedule_rates{args}: {error}")
     state.close()
 
 
