@@ -60,6 +60,8 @@ CurveTable readCurvesCsv(std::istream& in) {
   // Header: the first line that is neither blank nor a '#' comment.
   while (std::getline(in, text)) {
     ++lineNumber;
+    // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
+    if (lineNumber == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
     const std::string line = trim(text);
     if (line.empty() || line[0] == '#') continue;
     const std::vector<std::string> names = splitFields(line);

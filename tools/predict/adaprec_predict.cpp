@@ -184,7 +184,13 @@ int main(int argc, char** argv) {
   app.add_flag("--no-schedule-map", noScheduleMap,
                "with --lr-schedule: the model's own bands, without the recalibration map that schedule-aware "
                "predictions get by default (learned from real annealed curves, docs/predictor.md)");
-  CLI11_PARSE(app, argc, argv);
+  // Command-line errors are input problems: status 2, as the CSV's (CLI11 would exit with 101-115).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);
+    return status == 0 ? 0 : 2;
+  }
 
   try {
     for (double step : at) {
@@ -196,6 +202,8 @@ int main(int argc, char** argv) {
                   "--input: the curves of one run are predicted together; found runs " << table.runs.front()
                                                                                       << " to " << table.runs.back());
     ap::ModelOptions model;
+    ADAPREC_CHECK_ARG(app.count("--lr-schedule") == 0 || !lrSchedule.empty(),
+                      "--lr-schedule: an empty spec (give constant, cosine:TOTAL, ... or leave the option out)");
     if (!lrSchedule.empty()) model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(lrSchedule));
     model.scheduleRecalibration = !noScheduleMap;
     if (!families.empty()) {
