@@ -357,24 +357,27 @@ int main(int argc, char** argv) {
         if (five.size() == 5) break;
       }
       ADAPREC_CHECK(five.size() == 5, adaprec::ErrorCode::kInvalidArgument, "--timing: need 5 curves of >= 30 points");
-      const ap::ModelOptions plain;
-      const ap::ModelOptions scheduled = scheduledModel({{}, spec, ""}, tuning);
-      // Interleaved, so that both see the same load.
-      std::vector<double> ms[2];
+      // The model without a schedule, the schedule-aware one (with its default map: the default), and
+      // the same without the map.
+      ap::ModelOptions unmapped = scheduledModel({{}, spec, ""}, tuning);
+      unmapped.scheduleRecalibration = false;
+      const ap::ModelOptions models[3] = {ap::ModelOptions{}, scheduledModel({{}, spec, ""}, tuning), unmapped};
+      const std::string names[3] = {"no schedule", "schedule " + spec, "schedule " + spec + ", no map"};
+      // Interleaved, so that all see the same load.
+      std::vector<double> ms[3];
       double sink = 0;
       for (int run = 0; run < 21; ++run) {
-        for (int which = 0; which < 2; ++which) {
+        for (int which = 0; which < 3; ++which) {
           const auto t0 = std::chrono::steady_clock::now();
-          const ap::Posterior posterior = ap::fitFast(five, which ? scheduled : plain);
+          const ap::Posterior posterior = ap::fitFast(five, models[which]);
           for (std::size_t c = 0; c < 5; ++c) sink += posterior.predict(c, 2 * five[c].steps.back()).mean;
           ms[which].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         }
       }
-      for (int which = 0; which < 2; ++which) {
+      for (int which = 0; which < 3; ++which) {
         std::sort(ms[which].begin(), ms[which].end());
         std::printf("timing: fit + predict, 5 curves x 30 points, %s: median %.2f ms (min %.2f, max %.2f)%s\n",
-                    which ? ("schedule " + spec).c_str() : "no schedule", ms[which][10], ms[which].front(),
-                    ms[which].back(), sink > 0 ? "" : " ");
+                    names[which].c_str(), ms[which][10], ms[which].front(), ms[which].back(), sink > 0 ? "" : " ");
       }
     }
   } catch (const adaprec::Error& e) {

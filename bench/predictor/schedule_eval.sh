@@ -41,4 +41,4 @@ for seed in 1 2 3; do
   "$bench" "$here"/schedule_curves_{trainer,torch}_{tune,heldout,fresh}.csv --mcmc --mcmc-seed "$seed" | grep -E ',(fast|mcmc),|paired'
 done
 echo "== timing (one core)"
-taskset -c 0 "$bench" "$here/schedule_curves_trainer_tune.csv" --cutoffs 0.2 --timing | tail -n 2
+taskset -c 0 "$bench" "$here/schedule_curves_trainer_tune.csv" --cutoffs 0.2 --timing | tail -n 3
