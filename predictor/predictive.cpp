@@ -79,7 +79,7 @@ double Predictive::componentCdf(std::size_t k, double z) const {
   // A mean below 0: P(X > 0) - P(X > y) in the upper tail (Phi(z) - Phi(alpha) would be 1 - 1 there:
   // a component far below 0 then had no CDF inside [0, 1] but a mass, and the quantiles ran to 1).
   // Beyond |z| = kFarZ, Phi(z) is 0 or 1 to double precision: skip erfc.
-  if (lower < 0 || (lower == 0 && std::signbit(lower))) return z > kFarZ ? -lower : -lower - normalCdf(-z);
+  if (std::signbit(lower)) return z > kFarZ ? -lower : -lower - normalCdf(-z);
   if (z > kFarZ) return 1.0 - lower;
   if (z < -kFarZ) return -lower;
   return normalCdf(z) - lower;

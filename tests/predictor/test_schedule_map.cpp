@@ -13,11 +13,8 @@
 namespace ap = adaprec::predictor;
 
 namespace {
-std::shared_ptr<const ap::LrSchedule> schedule(const std::string& spec) {
-  return std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(spec));
-}
-const ap::Curve kEarly{{10, 20, 30, 40, 50, 60, 70, 80}, {0.40, 0.52, 0.58, 0.62, 0.645, 0.66, 0.67, 0.675},
-                       std::vector<double>(8, 1000)};
+using ap::test::kEarly;
+using ap::test::schedule;
 
 // The default predictive against the model's own one mapped by `map` at the prediction's reach.
 void checkMapped(const ap::Posterior& posterior, double step, const ap::Recalibration* map) {

@@ -14,13 +14,8 @@
 
 namespace ap = adaprec::predictor;
 
-namespace {
-std::shared_ptr<const ap::LrSchedule> schedule(const std::string& spec) {
-  return std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(spec));
-}
-const ap::Curve kEarly{{10, 20, 30, 40, 50, 60, 70, 80}, {0.40, 0.52, 0.58, 0.62, 0.645, 0.66, 0.67, 0.675},
-                       std::vector<double>(8, 1000)};
-}  // namespace
+using ap::test::kEarly;
+using ap::test::schedule;
 
 TEST_CASE("schedule model: constant is the model without a schedule") {
   ap::ModelOptions constant;

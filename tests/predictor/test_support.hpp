@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,15 @@
 #include "adaprec/predictor.hpp"
 
 namespace adaprec::predictor::test {
+
+// A parsed learning-rate schedule, as ModelOptions::lrSchedule holds it.
+inline std::shared_ptr<const LrSchedule> schedule(const std::string& spec) {
+  return std::make_shared<const LrSchedule>(LrSchedule::parse(spec));
+}
+// Eight points of a run that is still rising (steps 10..80, 1000-image evaluations): the schedule tests'
+// curve, seen before its annealing.
+inline const Curve kEarly{{10, 20, 30, 40, 50, 60, 70, 80}, {0.40, 0.52, 0.58, 0.62, 0.645, 0.66, 0.67, 0.675},
+                          std::vector<double>(8, 1000)};
 
 // The error code f raises (kOk when none), and its message in *message.
 inline ErrorCode codeOf(const std::function<void()>& f, std::string* message = nullptr) {
