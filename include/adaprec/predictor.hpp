@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -239,6 +240,8 @@ class Predictive {
   bool mapped() const { return mapA_ != 1 || mapB_ != 1; }
   // The mixture alone (what the map is applied to).
   double mixtureCdf(double y) const;
+  // mixtureCdf at lo, lo + h, ... (out.size() points) with a tabulated Phi (to 2e-10): for moments.
+  void mixtureCdfGrid(double lo, double h, std::span<double> out) const;
   double mixtureQuantile(double p) const;
   double mixtureLogDensity(double y) const;
   // P(0 <= X_k <= y) for z = (y - mean_k) / sd_k, computed where it does not cancel.

@@ -60,13 +60,15 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
   if (model.lrSchedule) d.lrSchedule = model.lrSchedule->spec();
   d.scheduleMap = model.appliedRecalibration() != nullptr;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const predictor::Prediction p = posterior.predict(i, horizonOf(i));
+    // Mean and sd only: the rules read nothing else, and the quantiles predict() adds cost more than
+    // the fit when the schedule's map applies (each a search over tens of thousands of components).
+    const predictor::Predictive p = posterior.predictive(i, horizonOf(i));
     CandidateVerdict v;
     v.name = candidates[i].name;
     v.horizonSteps = horizonOf(i);
-    v.predictedMean = p.mean;
-    v.predictedSd = p.sd;
-    v.gain = p.mean - candidates[i].accuracies.front();
+    v.predictedMean = p.mean();
+    v.predictedSd = p.sd();
+    v.gain = p.mean() - candidates[i].accuracies.front();
     v.seconds = horizonOf(i) * candidates[i].secondsPerStep;
     d.verdicts.push_back(v);
   }

@@ -90,6 +90,23 @@ TEST_CASE("a recalibrated predictive is the mapped distribution", "[predictor][r
   CHECK(codeOf([&] { p.recalibrated(1, std::nan("")); }) == ErrorCode::kInvalidArgument);
 }
 
+TEST_CASE("mapped moments hold for wide components on both sides of [0, 1]", "[predictor][recalibration]") {
+  // The moments sum a tabulated Phi over every component (both of componentCdf's sides: a mean below
+  // 0 reads the upper tail); components as wide as [0, 1] and far outside it.
+  const ap::Predictive p({0.2, 0.5, 0.2, 0.1}, {-0.3, 0.55, 1.2, 0.9}, {0.25, 0.3, 0.2, 0.05});
+  const ap::Predictive q = p.recalibrated(2.5, 2.0);
+  constexpr int kCells = 20000;
+  double m1 = 0, m2 = 0;
+  for (int i = 0; i < kCells; ++i) {
+    const double y = (i + 0.5) / kCells;
+    const double d = std::exp(q.logDensity(y)) / kCells;
+    m1 += y * d;
+    m2 += y * y * d;
+  }
+  CHECK(q.mean() == Approx(m1).margin(1e-5));
+  CHECK(q.sd() == Approx(std::sqrt(m2 - m1 * m1)).margin(1e-5));
+}
+
 TEST_CASE("Recalibration interpolates in log fraction and is the identity at 1", "[predictor][recalibration]") {
   ap::Recalibration r;
   r.fractions = {0.1, 0.4};
