@@ -234,7 +234,8 @@ int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t cou
  * then, before running each branch (fastest first is best), it asks whether the branch is worth
  * running given the step times and the branches reported so far. *speculate 0: the candidate is
  * pruned for this phase (not enough faster than the baseline, or unable to beat a branch already
- * reported even with accuracy 1) and needs no points; 1: run its branch and report its points. Needs
+ * reported even with accuracy 1, or, for fp32, fp16's branch already reported, which stands in for
+ * fp32's) and needs no points; 1: run its branch and report its points. Needs
  * every candidate's step time first. */
 int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char *candidate, double secondsPerStep);
 /* The same from the samples themselves (seconds of each probe step, each the maximum over ranks; the

@@ -297,6 +297,11 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
       return;
     }
     ctl::ControllerConfig config = c.config;
+    if (c.config.prune && i == c.config.baseline() &&
+        ctl::standIn(config, measurements(c, config, false)) != ctl::kNoBaseline) {
+      c.pruned[i] = ctl::kPrunedStoodIn;
+      return;
+    }
     if (c.config.prune && ctl::dominated(config, measurements(c, config, false), i)) {
       c.pruned[i] = ctl::kPrunedDominated;
       return;

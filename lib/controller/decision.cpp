@@ -32,9 +32,16 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
   ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs at least one candidate");
   const bool hasBaseline = config.baseline != kNoBaseline;
   ADAPREC_CHECK_ARG(!hasBaseline || config.baseline < candidates.size(), "baseline index " << config.baseline);
-  ADAPREC_CHECK_ARG(hasBaseline || (std::isfinite(config.baselineRateCeiling) && config.baselineRateCeiling >= 0),
+  const bool hasStandIn = !hasBaseline && config.standIn != kNoBaseline;
+  ADAPREC_CHECK_ARG(hasBaseline || hasStandIn ||
+                        (std::isfinite(config.baselineRateCeiling) && config.baselineRateCeiling >= 0),
                     "without a baseline branch the baseline's rate ceiling must be >= 0, not "
                         << config.baselineRateCeiling);
+  ADAPREC_CHECK_ARG(!hasStandIn || (config.standIn < candidates.size() && std::isfinite(config.standInHorizon) &&
+                                    config.standInHorizon > 0 && std::isfinite(config.standInSecondsPerStep) &&
+                                    config.standInSecondsPerStep > 0),
+                    "stand-in " << config.standIn << " of " << candidates.size() << " candidates, horizon "
+                                << config.standInHorizon << ", seconds per step " << config.standInSecondsPerStep);
   const auto start = std::chrono::steady_clock::now();
   ADAPREC_CHECK_ARG(config.horizons.empty() || config.horizons.size() == candidates.size(),
                     config.horizons.size() << " horizons for " << candidates.size() << " candidates");
@@ -72,7 +79,16 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
     v.seconds = horizonOf(i) * candidates[i].secondsPerStep;
     d.verdicts.push_back(v);
   }
-  const CandidateVerdict* base = hasBaseline ? &d.verdicts[config.baseline] : nullptr;
+  // The baseline judged by the stand-in's curve at the baseline's own horizon and step time.
+  CandidateVerdict standInBase;
+  if (hasStandIn) {
+    const predictor::Predictive p = posterior.predictive(config.standIn, config.standInHorizon);
+    standInBase.predictedMean = p.mean();
+    standInBase.predictedSd = p.sd();
+    standInBase.gain = p.mean() - candidates[config.standIn].accuracies.front();
+    standInBase.seconds = config.standInHorizon * config.standInSecondsPerStep;
+  }
+  const CandidateVerdict* base = hasBaseline ? &d.verdicts[config.baseline] : hasStandIn ? &standInBase : nullptr;
   for (CandidateVerdict& v : d.verdicts) {
     // Rates (accuracy per second) as normals: mean gain / seconds, sd / seconds; an unspeculated
     // baseline's rate is its ceiling, exactly.

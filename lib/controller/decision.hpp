@@ -65,6 +65,12 @@ struct DecisionConfig {
   // compares every candidate with this ceiling on the baseline's rate (accuracy per second), which
   // makes each probability a lower bound of the one against the baseline's own branch.
   double baselineRateCeiling = 0;
+  // With baseline == kNoBaseline: a speculated candidate whose curve stands in for the baseline's
+  // (pruning.hpp, kPrunedStoodIn), or kNoBaseline. The risk-aware rule then compares with the
+  // baseline as that candidate's curve predicted at standInHorizon, run at the baseline's
+  // standInSecondsPerStep, instead of the ceiling.
+  std::size_t standIn = kNoBaseline;
+  double standInHorizon = 0, standInSecondsPerStep = 0;
   double validationImages = 0;  // images behind each accuracy (binomial noise in the fit); 0: unknown
   // The trainer's learning rate at phase-relative steps 0, 1, ... up to the largest horizon (empty:
   // not given; beyond the last one the last rate holds). When the rates are not all equal, the

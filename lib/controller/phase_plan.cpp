@@ -61,7 +61,7 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   dc.validationImages = static_cast<double>(phase.validationImages);
   dc.learningRates = phase.learningRates;
   // The fit and the rule see the speculated candidates only; an unspeculated baseline enters the
-  // risk-aware rule as the ceiling of its rate (pruning.hpp).
+  // risk-aware rule as the ceiling of its rate, or, stood in for, as its stand-in's curve (pruning.hpp).
   std::vector<std::size_t> speculated;
   DecisionConfig fitConfig = dc;
   fitConfig.horizons.clear();
@@ -75,7 +75,16 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   ADAPREC_CHECK_ARG(!speculated.empty(), "every candidate was pruned: nothing to decide on");
   const auto base = std::find(speculated.begin(), speculated.end(), dc.baseline);
   fitConfig.baseline = base == speculated.end() ? kNoBaseline : static_cast<std::size_t>(base - speculated.begin());
-  if (fitConfig.baseline == kNoBaseline) {
+  const std::size_t stoodIn = !isPruned(phase, dc.baseline) || phase.pruned[dc.baseline] != kPrunedStoodIn
+                                  ? kNoBaseline
+                                  : standIn(config, phase);
+  ADAPREC_CHECK_ARG(!isPruned(phase, dc.baseline) || phase.pruned[dc.baseline] != kPrunedStoodIn || stoodIn != kNoBaseline,
+                    config.candidates[dc.baseline] << " is marked " << kPrunedStoodIn << " but no branch stands in for it");
+  if (stoodIn != kNoBaseline) {
+    fitConfig.standIn = static_cast<std::size_t>(std::find(speculated.begin(), speculated.end(), stoodIn) - speculated.begin());
+    fitConfig.standInHorizon = dc.horizons[dc.baseline];
+    fitConfig.standInSecondsPerStep = phase.observations[dc.baseline].secondsPerStep;
+  } else if (fitConfig.baseline == kNoBaseline) {
     fitConfig.baselineRateCeiling = rateCeiling(observed.front().accuracies.front(), dc.horizons[dc.baseline],
                                                 phase.observations[dc.baseline].secondsPerStep);
   }
@@ -136,6 +145,7 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
     if (!phase.pruningStepSamples.empty()) x["pruning_samples_s"] = phase.pruningStepSamples[c];
     if (isPruned(phase, c)) {  // measured, never speculated: its step time and why
       x["pruned"] = phase.pruned[c];
+      if (phase.pruned[c] == kPrunedStoodIn) x["stand_in"] = config.candidates[standIn(config, phase)];
       x["branch_s"] = phase.branchSeconds[c];
       cands.push_back(x);
       continue;

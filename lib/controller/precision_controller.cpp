@@ -166,6 +166,10 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   for (const std::size_t c : speculationOrder(stepSeconds_)) {
     if (config_.prune) phase.speculationOrder.push_back(config_.candidates[c]);
     if (isPruned(phase, c)) continue;
+    if (config_.prune && c == baseline && standIn(config_, phase) != kNoBaseline) {
+      phase.pruned[c] = kPrunedStoodIn;
+      continue;
+    }
     if (config_.prune && dominated(config_, phase, c)) {
       phase.pruned[c] = kPrunedDominated;
       continue;

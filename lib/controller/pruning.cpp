@@ -6,6 +6,7 @@
 
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
+#include "algorithm/error_model.hpp"
 
 namespace adaprec::controller {
 
@@ -114,6 +115,19 @@ std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerS
 
 double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerStep) {
   return std::max(0.0, 1 - startAccuracy) / (horizonSteps * secondsPerStep);
+}
+
+std::size_t standIn(const ControllerConfig& config, const PhaseMeasurements& phase) {
+  const std::size_t base = config.baseline();
+  if (!(parseFormatSpec(config.candidates[base]) == FormatSpec{})) return kNoBaseline;  // fp32 only
+  for (std::size_t i = 0; i < config.candidates.size() && i < phase.observations.size(); ++i) {
+    if (i == base || isPruned(phase, i) || phase.observations[i].steps.size() < 2) continue;
+    const FormatSpec spec = parseFormatSpec(config.candidates[i]);
+    if (spec.selection != Selection::kFixed || spec.errorFeedback) continue;
+    const detail::FormatErrorModel model = detail::formatErrorModel(spec.format);
+    if (model.scale == detail::ErrorScale::kElement && model.relative <= kStandInRelativeError) return i;
+  }
+  return kNoBaseline;
 }
 
 bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {

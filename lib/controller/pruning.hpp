@@ -12,6 +12,15 @@
 //   dominated   even a perfect branch (accuracy 1 at its horizon) would score a lower rate (accuracy
 //               gained per second) than the lower bound (kDominanceZ sd below the predicted mean) of a
 //               branch already run. Speculating fastest first lets the fast branches prune the slow.
+//   stood_in    the baseline (fp32) only: a candidate whose one quantization moves a value by at most
+//               kStandInRelativeError (fp16, 2^-11; not bf16's 2^-8, nor any block format) was
+//               speculated, shown faster than fp32 (not pruned as not_faster). Its branch is fp32's
+//               curve to within the noise of SGD itself (fp16 and fp32 ended 87.10 +- 0.86 and
+//               87.25 +- 0.60 % in the regret benchmark's fixed runs), so fp32's branch would cost its
+//               steps (the slowest of a phase: 25-35 % of the first phase at 1 Gbit/s) to learn nothing
+//               new; fp32, slower on the same curve, could not be chosen. The risk-aware rule compares
+//               with fp32 as the stand-in's curve at fp32's horizon and step time
+//               (DecisionConfig::standIn).
 // Step times are measured once per candidate (ControllerConfig::probeSteps, interleaved across the
 // candidates, each sample the max over ranks) and replaced by the samples of every branch the
 // candidate runs; every input is agreed, so every rank prunes alike.
@@ -33,6 +42,9 @@ namespace adaprec::controller {
 inline constexpr double kDominanceZ = 1.645;  // one-sided 95 %
 inline constexpr const char* kPrunedNotFaster = "not_faster";
 inline constexpr const char* kPrunedDominated = "dominated";
+inline constexpr const char* kPrunedStoodIn = "stood_in";
+// The most one quantization may move a value (relative) for a candidate to stand in for the baseline.
+inline constexpr double kStandInRelativeError = 0x1p-11;
 // not_faster's confidence (one-sided) that a candidate's step is at least minSpeedup faster.
 inline constexpr double kFasterConfidence = 0.90;
 
@@ -68,6 +80,11 @@ double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerS
 // the branches already run in phase, as planPhase plans them. False while no branch has run or when
 // no branch is sure to gain (a converged phase prunes nothing).
 bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
+
+// The candidate whose branch stands in for the baseline's in this phase (stood_in above): the first,
+// in the config's order, that may stand in (a fixed element-wise format within kStandInRelativeError,
+// not the baseline), is not pruned and has a branch (>= 2 points); kNoBaseline if none.
+std::size_t standIn(const ControllerConfig& config, const PhaseMeasurements& phase);
 
 inline bool isPruned(const PhaseMeasurements& phase, std::size_t c) {
   return !phase.pruned.empty() && !phase.pruned[c].empty();

@@ -279,6 +279,35 @@ int main(void) {
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }
 
+  /* fp16 shown faster than fp32: once fp16's branch is reported, fp32 is stood in for (its branch
+   * would be fp16's curve, slower); asked before, it is still speculated. The record names the
+   * stand-in, and the risk rule compares fp16 with fp32 as fp16's curve at fp32's pace. */
+  {
+    const char *two[2] = {"fp32", "fp16"};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.rule = ADAPREC_RULE_RISK;
+    o.totalSteps = 400;
+    o.validationImages = 1000;
+    AdaPrec_Controller p = NULL;
+    CHECK(AdaPrec_ControllerCreate(two, 2, &o, &p) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.02) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepTime(p, "fp16", 0.015) == ADAPREC_OK);
+    int yes = -1;
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp16", &yes) == ADAPREC_OK && yes == 1);
+    for (int s = 0; s <= 20; s += 10) {
+      CHECK(AdaPrec_ControllerReportPoint(p, "fp16", (uint64_t)s, curve(0.1, 0.8, 40, s), s ? 0.015 : 0) == ADAPREC_OK);
+    }
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp32", &yes) == ADAPREC_OK && yes == 0);
+    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK && strcmp(d.format, "fp16") == 0);
+    size_t n = 0;
+    char text[8192];
+    CHECK(AdaPrec_ControllerDecisionRecord(p, text, sizeof text, &n) == ADAPREC_OK);
+    CHECK(strstr(text, "\"pruned\":\"stood_in\"") != NULL && strstr(text, "\"stand_in\":\"fp16\"") != NULL);
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+  }
+
   if (failures == 0) printf("controller C API: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }

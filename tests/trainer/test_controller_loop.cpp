@@ -239,6 +239,58 @@ TEST_CASE("pruning: a candidate 10 % faster than fp32 is still speculated") {
   CHECK(controller.skippedPhases() == 0);
 }
 
+TEST_CASE("pruning: fp16, shown faster than fp32, stands in for fp32's branch") {
+  // fp16 learns as fp32 does per step (the fake's default) and is 25 % faster: its branch is fp32's
+  // curve, so fp32 trains its probe steps only and cannot be chosen.
+  for (const DecisionRule rule : {DecisionRule::kGainPerSecond, DecisionRule::kRiskAware}) {
+    ControllerConfig config = pruningConfig({"fp32", "fp16"});
+    config.rule = rule;
+    PrecisionController controller(config);
+    FakeTrainer trainer;
+    trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}};
+    controller.beforeStep(trainer);
+    const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+    REQUIRE(decisions.size() == 1);
+    const nlohmann::json& d = decisions[0];
+    CHECK(d["candidates"][0]["pruned"] == "stood_in");
+    CHECK(d["candidates"][0]["stand_in"] == "fp16");
+    CHECK_FALSE(d["candidates"][0].contains("curve"));
+    CHECK(d["candidates"][1]["curve"].size() == 3);
+    CHECK(d["choice"] == "fp16");
+    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 3);  // its 3 interleaved probe steps only
+    if (rule == DecisionRule::kRiskAware) {
+      // fp32 as fp16's own curve at fp32's step time: fp16 beats it with the same curve, faster.
+      const double p = d["candidates"][1]["p_beats_baseline"].get<double>();
+      CHECK(p > 0.5);
+      CHECK(p < 1.0);  // a comparison of two predictions, not with a ceiling no branch reaches
+    }
+  }
+}
+
+TEST_CASE("pruning: only a candidate within fp16's error stands in for fp32") {
+  // bf16 (2^-8 per quantization) and fp16+ef are not fp16: fp32's branch runs beside them.
+  for (const char* candidate : {"bf16", "fp16+ef"}) {
+    PrecisionController controller(pruningConfig({"fp32", candidate}));
+    FakeTrainer trainer;
+    trainer.secondsOf = {{"fp32", 0.02}, {candidate, 0.015}};
+    controller.beforeStep(trainer);
+    const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+    REQUIRE(decisions.size() == 1);
+    CHECK_FALSE(decisions[0]["candidates"][0].contains("pruned"));
+    CHECK(decisions[0]["candidates"][0]["curve"].size() == 3);
+  }
+  // Without pruning every candidate runs, fp16 beside fp32.
+  ControllerConfig config = pruningConfig({"fp32", "fp16"});
+  config.prune = false;
+  PrecisionController controller(config);
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}};
+  controller.beforeStep(trainer);
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() == 1);
+  CHECK(decisions[0]["candidates"][0]["curve"].size() == 3);
+}
+
 TEST_CASE("pruning: on a slow network the fast branches dominate the slow ones, which are never run") {
   // fp32 20x and fp16 10x table4's step; table4 learns as fast per step. Fastest first: table4's
   // branch runs, then fp16 and fp32 cannot reach its rate even with accuracy 1.
