@@ -165,6 +165,10 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                  "(default: --val-images, the images each evaluation uses; fewer: each evaluation uses them all, "
                  "more: the rest is taken from training and never used)")
       ->check(atLeast(1));
+  app.add_flag("--holdout-after-limit", o.holdoutAfterLimit,
+               "--format adaptive: hold out the training images right after --train-limit (not the last ones "
+               "within it), so that the run trains on exactly the images a fixed format with the same limit "
+               "does (the regret benchmark's comparison); needs --train-limit and that many more images");
   app.add_flag("!--no-prune", o.prune, "--format adaptive: speculate every candidate at every phase (default: "
                                        "candidates that cannot pay are not speculated; docs/trainer.md, pruning)");
   app.add_option("--min-speedup", o.minSpeedup, "--format adaptive: a candidate is speculated only if its measured "
@@ -314,15 +318,29 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     train = loadIdxDataset(o.data, Split::kTrain);
     test = loadIdxDataset(o.data, Split::kTest);
   }
+  const bool adaptive = o.format == "adaptive";
+  const std::size_t holdout = o.holdout > 0 ? o.holdout : o.validationImages;
+  Dataset validation;
+  if (adaptive && o.holdoutAfterLimit) {
+    ADAPREC_CHECK_ARG(o.trainLimit > 0 && o.trainLimit + holdout <= train.count(),
+                      "--holdout-after-limit takes " << holdout << " validation images after --train-limit "
+                          << o.trainLimit << " but the training split has " << train.count()
+                          << (o.trainLimit == 0 ? " (and no --train-limit was given)" : ""));
+    // Images limit .. limit + holdout - 1: never trained on by any run with this limit.
+    validation = train;
+    validation.pixels.erase(validation.pixels.begin(),
+                            validation.pixels.begin() + static_cast<std::ptrdiff_t>(o.trainLimit * train.pixelsPerImage()));
+    validation.labels.erase(validation.labels.begin(), validation.labels.begin() + static_cast<std::ptrdiff_t>(o.trainLimit));
+    validation.truncate(holdout);
+    validation.description = "validation (training images " + std::to_string(o.trainLimit) + "-" +
+                             std::to_string(o.trainLimit + holdout - 1) + " of " + train.description + ")";
+  }
   train.truncate(o.trainLimit);
   test.truncate(o.testLimit);
-  const bool adaptive = o.format == "adaptive";
   if (adaptive) checkCandidates(o.candidates);
   ADAPREC_CHECK(!adaptive || kHaveController, ErrorCode::kUnsupported,
                 "--format adaptive: this build has no precision controller (it needs the predictor and the communicator)");
-  Dataset validation;
-  if (adaptive) {
-    const std::size_t holdout = o.holdout > 0 ? o.holdout : o.validationImages;
+  if (adaptive && !o.holdoutAfterLimit) {
     ADAPREC_CHECK_ARG(holdout < train.count(), "--format adaptive holds out "
                                                    << holdout << " training images as its validation set ("
                                                    << (o.holdout > 0 ? "--holdout" : "--val-images: no --holdout given")

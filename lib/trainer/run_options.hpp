@@ -41,6 +41,9 @@ struct RunOptions {
   // Training images held out as the validation set (adaptive only); 0: exactly --val-images, the images
   // evaluated (more would be taken from training and never used).
   std::size_t holdout = 0;
+  // The validation set from the training images right after --train-limit (not the last ones within
+  // it): an adaptive run then trains on exactly the images a fixed-format run with that limit does.
+  bool holdoutAfterLimit = false;
   std::string rule = controllerDefaults().rule == controller::DecisionRule::kGainPerSecond ? "gain" : "risk";
   bool prune = controllerDefaults().prune;              // pruning by step time (lib/controller/pruning.hpp)
   double minSpeedup = controllerDefaults().minSpeedup;  // a candidate's step must be this much faster than fp32's

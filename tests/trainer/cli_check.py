@@ -8,7 +8,8 @@ Single-process runs (no mpirun; a singleton MPI job):
   * a diverging run (huge --lr) exits 3 with one "training diverged" line, not an "[internal error]";
   * numeric options out of range say what is valid (no "1.797...e308"), list options are checked;
   * a layer named twice in --format, and format lists that offer 'adaptive' where it is refused;
-  * --format adaptive holds out exactly --val-images training images unless --holdout says otherwise.
+  * --format adaptive holds out exactly --val-images training images unless --holdout says otherwise;
+    with --holdout-after-limit they come after --train-limit, and all images within it are trained on.
 Under `mpirun -np 2`:
   * swapping rank 0's and rank 1's checkpoint files is refused on resume, naming the file and the rank;
   * a rank file copied in from another run of the same command is refused ("different runs").
@@ -106,6 +107,16 @@ def check_holdout(train, work):
     expect("adaptive without --holdout holds out --val-images (48) images: 22 steps",
            default == 22 and same == 22, f"steps {default} (default), {same} (--holdout 48)")
     expect("--holdout 144 trains on 256 images: 16 steps", more == 16, f"steps {more}")
+    # --holdout-after-limit: the 48 images after --train-limit 352 validate; all 352 are trained on,
+    # as a fixed format with that limit would (22 steps), while the default holds out 48 of the 352.
+    after, inside = (trained_steps(train, work, ["--train-limit", "352"] + extra) for extra in (["--holdout-after-limit"], []))
+    expect("--holdout-after-limit trains on all --train-limit images: 22 steps (19 without)",
+           after == 22 and inside == 19, f"steps {after} (after the limit), {inside} (within it)")
+    rc, _, err = run([train] + SMALL + ["--format", "adaptive", "--val-images", "48", "--holdout-after-limit",
+                                        "--train-limit", "360"])
+    expect("--holdout-after-limit without that many images after the limit is refused",
+           rc != 0 and "--holdout-after-limit takes 48 validation images after --train-limit 360" in err,
+           f"exit {rc}:\n{err}")
 
 
 def rank_files(directory):

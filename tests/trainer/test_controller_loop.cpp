@@ -447,3 +447,29 @@ TEST_CASE("pruning: on a noisy machine a gap the probes cannot show speculates n
   fast.beforeStep(fastTrainer);
   CHECK(fast.decisions() == 1);
 }
+
+TEST_CASE("with a bound on the overhead, no phase begins that the end of training would cut short") {
+  // The loop above with --max-overhead 0.25 (the fake's branches take no wall time: continuations stay
+  // at 50 steps). A phase at 300 would leave 100 steps, fewer than another 60-step phase after it: the
+  // phase at 240 (160 left) is the last to begin with a plain continuation, the one at 300 runs to
+  // the end of training, and none begins at 360 (its 40 steps could hold no 50-step continuation).
+  ControllerConfig config;
+  config.candidates = {"fp32", "fp16", "table2"};
+  config.speculativeSteps = 10;
+  config.evalPoints = 2;
+  config.continuationSteps = 50;
+  config.maxOverhead = 0.25;
+  config.prune = false;
+  PrecisionController controller(config);
+  FakeTrainer trainer;
+  runToEnd(controller, trainer);
+  REQUIRE(controller.decisions() == 6);
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() == 6);
+  CHECK(decisions[4]["step"] == 240);
+  CHECK(decisions[4]["continuation_steps"] == 50);
+  CHECK(decisions[5]["step"] == 300);
+  CHECK(decisions[5]["continuation_steps"] == 90);
+  CHECK(decisions[5]["horizon_steps"] == 100);  // predicted at the end of training
+  CHECK(trainer.stepsDone() == 400);
+}
