@@ -51,17 +51,8 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
     ADAPREC_CHECK_ARG(phase.observations[c].secondsPerStep > 0 && std::isfinite(phase.observations[c].secondsPerStep),
                       "candidate " << config.candidates[c] << ": seconds per step " << phase.observations[c].secondsPerStep);
     const double abandoned = std::max(0.0, phase.speculationSeconds - phase.branchSeconds[c]);
-    double continuation = std::max(static_cast<double>(config.continuationSteps),
-                                   std::ceil(abandoned * (1 - F) / F / phase.observations[c].secondsPerStep));
-    // The end of training would cut the next phase's continuation short of that bound (a phase like
-    // this one: the same branches abandoned) when what is left after this one cannot hold another:
-    // then this continuation runs to the end instead, and no phase speculates beyond maxOverhead. (At
-    // 1 Gbit/s a second phase 100-130 steps before the end of a 296-step run cost 3-6 s, 30-40 % of
-    // what was left.)
-    const double phaseSteps = static_cast<double>(config.speculativeSteps) + continuation;
-    const double remaining = static_cast<double>(phase.remainingSteps);
-    if (F < 1 && 2 * phaseSteps > remaining) continuation = std::max(continuation, remaining - config.speculativeSteps);
-    plan.continuations.push_back(continuation);
+    plan.continuations.push_back(std::max(static_cast<double>(config.continuationSteps),
+                                          std::ceil(abandoned * (1 - F) / F / phase.observations[c].secondsPerStep)));
     const double end = std::min(static_cast<double>(config.speculativeSteps) + plan.continuations[c],
                                 static_cast<double>(phase.remainingSteps));
     dc.horizons.push_back(std::max(static_cast<double>(config.speculativeSteps + 1), end));
@@ -99,6 +90,18 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   }
   const Decision fitted = decide(observed, fitConfig);
   plan.decision.choice = speculated[fitted.choice];
+  // The end of training would cut the next phase's continuation short of the bound (a phase like this
+  // one: the same branches abandoned) when what is left after this one cannot hold another: then the
+  // chosen continuation runs to the end instead, and no phase speculates beyond maxOverhead. (At 1
+  // Gbit/s second phases 100-130 steps before the end of a 296-step run cost 3-6 s, 30-40 % of what was
+  // left; at 100 Mbit/s one began 21 steps before the end.) Only the chosen one, after the rule: the
+  // rule compares candidates over equal seconds, and a fast candidate's horizon stretched to the end
+  // would lower its rate (a concave curve) and let slow branches escape dominance.
+  double& chosen = plan.continuations[plan.decision.choice];
+  const double remaining = static_cast<double>(phase.remainingSteps);
+  if (F < 1 && 2 * (static_cast<double>(config.speculativeSteps) + chosen) > remaining) {
+    chosen = std::max(chosen, remaining - static_cast<double>(config.speculativeSteps));
+  }
   plan.decision.fitSeconds = fitted.fitSeconds;
   plan.decision.lrSchedule = fitted.lrSchedule;
   plan.decision.scheduleMap = fitted.scheduleMap;

@@ -470,6 +470,6 @@ TEST_CASE("with a bound on the overhead, no phase begins that the end of trainin
   CHECK(decisions[4]["continuation_steps"] == 50);
   CHECK(decisions[5]["step"] == 300);
   CHECK(decisions[5]["continuation_steps"] == 90);
-  CHECK(decisions[5]["horizon_steps"] == 100);  // predicted at the end of training
+  CHECK(decisions[5]["horizon_steps"] == 60);  // predicted, as every candidate, over its planned 50 steps
   CHECK(trainer.stepsDone() == 400);
 }
