@@ -288,8 +288,14 @@ int main(int argc, char** argv) {
         for (const nlohmann::json& c : p.at("candidates")) {
           if (!(c.at("step_s").get<double>() > 0)) why += "a candidate without a step time: " + c.dump() + "; ";
           speculated += !c.contains("pruned");
-          if (c.contains("pruned") && c.at("pruned") != "not_faster" && c.at("pruned") != "dominated") {
+          if (c.contains("pruned") && c.at("pruned") != "not_faster" && c.at("pruned") != "dominated" &&
+              c.at("pruned") != "stood_in") {
             why += "unknown pruning reason " + c.dump() + "; ";
+          }
+          // fp32 stood in for by a speculated candidate: the record names which one.
+          if (c.contains("pruned") && c.at("pruned") == "stood_in" &&
+              (!c.contains("stand_in") || c.at("name") != "fp32")) {
+            why += "a stand-in record without its stand-in (or not for fp32): " + c.dump() + "; ";
           }
         }
         if (p.at("event") == "speculation_skipped" && (speculated != 1 || p.at("choice") != "fp32")) {
