@@ -77,17 +77,23 @@ class FakeTrainer final : public SpeculativeTrainer {
   double wallSeconds() const override { return 1; }
 };
 
-}  // namespace
-
-TEST_CASE("the phase loop drives any SpeculativeTrainer") {
+// Every candidate speculated at every phase (pruning: the cases below), 10-step branches of 2
+// evaluations and 50-step continuations, under the given overhead bound.
+ControllerConfig unprunedLoopConfig(double maxOverhead) {
   ControllerConfig config;
   config.candidates = {"fp32", "fp16", "table2"};
   config.speculativeSteps = 10;
   config.evalPoints = 2;
   config.continuationSteps = 50;
-  config.maxOverhead = 1;
-  config.prune = false;  // every candidate speculated at every phase (pruning: the cases below)
-  PrecisionController controller(config);
+  config.maxOverhead = maxOverhead;
+  config.prune = false;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("the phase loop drives any SpeculativeTrainer") {
+  PrecisionController controller(unprunedLoopConfig(1));
   FakeTrainer trainer;
   while (trainer.stepsDone() < trainer.totalSteps()) {
     controller.beforeStep(trainer);
@@ -175,6 +181,15 @@ ControllerConfig slowNetworkConfig() {
   return config;
 }
 
+// The phase at step 0 of a controller with this configuration, whose only decision record it returns.
+nlohmann::json firstPhaseDecision(const ControllerConfig& config, FakeTrainer& trainer) {
+  PrecisionController controller(config);
+  controller.beforeStep(trainer);
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() == 1);
+  return decisions[0];
+}
+
 std::map<std::string, double> slowNetwork() { return {{"fp32", 0.2}, {"fp16", 0.1}, {"table4", 0.01}}; }
 
 }  // namespace
@@ -245,13 +260,9 @@ TEST_CASE("pruning: fp16, shown faster than fp32, stands in for fp32's branch") 
   for (const DecisionRule rule : {DecisionRule::kGainPerSecond, DecisionRule::kRiskAware}) {
     ControllerConfig config = pruningConfig({"fp32", "fp16"});
     config.rule = rule;
-    PrecisionController controller(config);
     FakeTrainer trainer;
     trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}};
-    controller.beforeStep(trainer);
-    const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
-    REQUIRE(decisions.size() == 1);
-    const nlohmann::json& d = decisions[0];
+    const nlohmann::json d = firstPhaseDecision(config, trainer);
     CHECK(d["candidates"][0]["pruned"] == "stood_in");
     CHECK(d["candidates"][0]["stand_in"] == "fp16");
     CHECK_FALSE(d["candidates"][0].contains("curve"));
@@ -270,25 +281,18 @@ TEST_CASE("pruning: fp16, shown faster than fp32, stands in for fp32's branch") 
 TEST_CASE("pruning: only a candidate within fp16's error stands in for fp32") {
   // bf16 (2^-8 per quantization) and fp16+ef are not fp16: fp32's branch runs beside them.
   for (const char* candidate : {"bf16", "fp16+ef"}) {
-    PrecisionController controller(pruningConfig({"fp32", candidate}));
     FakeTrainer trainer;
     trainer.secondsOf = {{"fp32", 0.02}, {candidate, 0.015}};
-    controller.beforeStep(trainer);
-    const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
-    REQUIRE(decisions.size() == 1);
-    CHECK_FALSE(decisions[0]["candidates"][0].contains("pruned"));
-    CHECK(decisions[0]["candidates"][0]["curve"].size() == 3);
+    const nlohmann::json d = firstPhaseDecision(pruningConfig({"fp32", candidate}), trainer);
+    CHECK_FALSE(d["candidates"][0].contains("pruned"));
+    CHECK(d["candidates"][0]["curve"].size() == 3);
   }
   // Without pruning every candidate runs, fp16 beside fp32.
   ControllerConfig config = pruningConfig({"fp32", "fp16"});
   config.prune = false;
-  PrecisionController controller(config);
   FakeTrainer trainer;
   trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}};
-  controller.beforeStep(trainer);
-  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
-  REQUIRE(decisions.size() == 1);
-  CHECK(decisions[0]["candidates"][0]["curve"].size() == 3);
+  CHECK(firstPhaseDecision(config, trainer)["candidates"][0]["curve"].size() == 3);
 }
 
 TEST_CASE("pruning: on a slow network the fast branches dominate the slow ones, which are never run") {
@@ -453,14 +457,7 @@ TEST_CASE("with a bound on the overhead, no phase begins that the end of trainin
   // at 50 steps). A phase at 300 would leave 100 steps, fewer than another 60-step phase after it: the
   // phase at 240 (160 left) is the last to begin with a plain continuation, the one at 300 runs to
   // the end of training, and none begins at 360 (its 40 steps could hold no 50-step continuation).
-  ControllerConfig config;
-  config.candidates = {"fp32", "fp16", "table2"};
-  config.speculativeSteps = 10;
-  config.evalPoints = 2;
-  config.continuationSteps = 50;
-  config.maxOverhead = 0.25;
-  config.prune = false;
-  PrecisionController controller(config);
+  PrecisionController controller(unprunedLoopConfig(0.25));
   FakeTrainer trainer;
   runToEnd(controller, trainer);
   REQUIRE(controller.decisions() == 6);
