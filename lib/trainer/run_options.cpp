@@ -221,7 +221,7 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_flag("--resume", t.resume, "Continue bit-identically from the latest checkpoint in --checkpoint "
                                      "(starts fresh if there is none yet)");
-  app.add_option("--seed", t.seed, "Seed of initialization and data order")->capture_default_str();
+  app.add_option("--seed", t.seed, "Seed of initialization and data order")->check(atLeast(0))->capture_default_str();
   app.add_option("--data", o.data, "Directory with MNIST-format files (train-images-idx3-ubyte[.gz], ...)")
       ->capture_default_str();
   app.add_option("--synthetic", o.synthetic, "Train on a SYNTHETIC data set of N images (28x28, 10 classes) "

@@ -107,6 +107,13 @@ TEST_CASE("adaprec-predict input errors name the line and exit with status 2", "
   CHECK(header.err.find("line 1") != std::string::npos);
   const Result badAt = run("--input - --at -5", "step,value\n10,0.1\n");
   CHECK(badAt.status == 2);
+  // CLI11 alone reads an empty step as 0 and wraps a seed of -1 to 2^64 - 1.
+  const Result emptyAt = run("--input - --at ''", "step,value\n10,0.1\n");
+  CHECK(emptyAt.status == 2);
+  CHECK(emptyAt.err.find("--at: steps must be finite numbers >= 0, got ''") != std::string::npos);
+  const Result negativeSeed = run("--input - --at 5 --seed -1", "step,value\n10,0.1\n");
+  CHECK(negativeSeed.status == 2);
+  CHECK(negativeSeed.err.find("--seed: must be an integer >= 0, got '-1'") != std::string::npos);
   const Result missing = run("--input /nonexistent/file.csv --at 5", "");
   CHECK(missing.status == 1);
   CHECK(missing.err.find("cannot open") != std::string::npos);

@@ -59,7 +59,7 @@ def check_single(train):
                         (["--lr", "-1"], "> 0"), (["--momentum", "1"], "[0, 1)"),
                         (["--max-overhead", "5"], "[0.01, 1]"), (["--milestones", "-1"], "> 0"),
                         (["--milestones", "2,-1"], "> 0"), (["--spec-evals", "0"], "integer >= 1"),
-                        (["--eval-every", "-5"], "integer >= 0")]:
+                        (["--eval-every", "-5"], "integer >= 0"), (["--seed", "-1"], "integer >= 0")]:
         rc, out, err = run([train] + SMALL + args)
         text = out + err
         expect(f"{' '.join(args)} is refused saying what is valid",

@@ -149,7 +149,15 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::size_t mcmcMaxPoints = kDefaultMcmcMaxPoints;
   app.add_option("--input", input, "CSV with header step,value[,curve][,n]; '-' reads stdin")->required();
-  app.add_option("--at", at, "steps to predict at, comma-separated")->required()->delimiter(',');
+  // Checked as text: CLI11 reads an empty item ("--at ''", "--at 10,,20") as step 0.
+  const CLI::Validator stepCheck(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        const bool ok = !text.empty() && CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0;
+        return ok ? std::string() : "steps must be finite numbers >= 0, got '" + text + "'";
+      },
+      "STEP >= 0");
+  app.add_option("--at", at, "steps to predict at, comma-separated")->required()->delimiter(',')->check(stepCheck);
   app.add_flag("--json", json, "print JSON instead of CSV");
   app.add_option("--plot", plotPath, "also draw points, mean and 90% band to this PNG (python3 + matplotlib)");
   app.add_option("--method", method, "fast (quadrature posterior) or mcmc (reference sampler; fits at most "
@@ -170,7 +178,15 @@ int main(int argc, char** argv) {
   app.add_option("--families", families, "families to mix (default all): pow3,log_power,vapor_pressure,weibull,ilog2")
       ->delimiter(',');
   app.add_flag("--latent", latent, "predict the noise-free curve instead of a future observation");
-  app.add_option("--seed", seed, "MCMC seed");
+  // CLI11 would wrap "-1" to 2^64 - 1: a seed is refused unless it is a whole number >= 0.
+  app.add_option("--seed", seed, "MCMC seed (an integer >= 0)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;
+            const bool ok = CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0 && v == std::floor(v);
+            return ok ? std::string() : "must be an integer >= 0, got '" + text + "'";
+          },
+          "INTEGER >= 0"));
   app.add_option("--prior-runs", priorRuns,
                  "CSV of finished related runs (header run,curve,step,value[,n]; each run seen to the horizon "
                  "the prediction is about): learn the shape prior, the horizon gain's scale and a recalibration "
