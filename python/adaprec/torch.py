@@ -442,6 +442,21 @@ class Controller:
         return json.loads(buffer.value.decode())
 
 
+def _copied_state(state_dict):
+    """A deep copy of a scheduler's (or optimizer's) state_dict, entry by entry. Entries that cannot be
+    copied are kept as they are: CyclicLR's state holds a WeakMethod to its own scale function (torch
+    1.13: "cannot pickle 'WeakMethod' object"), a reference that training never changes."""
+    import copy
+
+    out = {}
+    for key, value in state_dict.items():
+        try:
+            out[key] = copy.deepcopy(value)
+        except TypeError:
+            out[key] = value
+    return out
+
+
 def _median(values):
     values = sorted(values)
     n = len(values)
@@ -688,7 +703,7 @@ class AdaptivePrecision:
         import copy
         import warnings
 
-        saved = copy.deepcopy(self.scheduler.state_dict())
+        saved = _copied_state(self.scheduler.state_dict())
         groups = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
         rates = [float(self.optimizer.param_groups[0]["lr"])]
         try:
@@ -760,7 +775,7 @@ class AdaptivePrecision:
             step,
             {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             copy.deepcopy(self.optimizer.state_dict()),
-            copy.deepcopy(self.scheduler.state_dict()) if self.scheduler is not None else None,
+            _copied_state(self.scheduler.state_dict()) if self.scheduler is not None else None,
             rng,
             hook.communicator.save_feedback(),
             (dict(hook._keys), dict(hook._places), hook._next_key, hook.format))
@@ -780,7 +795,7 @@ class AdaptivePrecision:
         # load_state_dict may keep the given tensors: hand over copies so the snapshot stays intact.
         self.optimizer.load_state_dict(copy.deepcopy(state.optimizer))
         if self.scheduler is not None:
-            self.scheduler.load_state_dict(copy.deepcopy(state.scheduler))
+            self.scheduler.load_state_dict(_copied_state(state.scheduler))
         torch.set_rng_state(state.rng["torch"])
         random.setstate(state.rng["python"])
         if "numpy" in state.rng:

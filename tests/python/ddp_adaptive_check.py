@@ -10,6 +10,8 @@
    library), a callable, the older learning_rate= name and "scheduler" (read from the StepLR by stepping
    it ahead) give the same rates, and reading the scheduler leaves it and the optimizer as they were;
    malformed or conflicting arguments raise one-line errors.
+   A CyclicLR (its state holds a WeakMethod that copy.deepcopy refuses) snapshots, restores and is read
+   ahead.
 4. A whole adaptive run (3 candidates, fixed phases, lr_schedule="scheduler"): every rank takes the same
    decisions, ends with bit-identical parameters, and the decision records have adaprec-train's fields
    and say the predictor used the schedule ("lr_schedule": "points:N").
@@ -210,6 +212,39 @@ def schedule_checks():
     state.close()
 
 
+def cyclic_scheduler_checks():
+    """CyclicLR's state holds a WeakMethod that copy.deepcopy cannot copy: snapshot() and reading the
+    rates ahead raised TypeError ("cannot pickle 'WeakMethod' object") with it."""
+    model, state, optimizer, _, train_step, evaluate = setup()
+    cyclic = torch.optim.lr_scheduler.CyclicLR(optimizer, base_lr=0.01, max_lr=0.1, step_size_up=5)
+
+    def cyclic_step(step):
+        x, y = batch(step)
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        cyclic.step()
+
+    driver = adaprec_torch.AdaptivePrecision(model, optimizer, state, cyclic_step, evaluate, total_steps=100,
+                                             scheduler=cyclic, candidates=["fp32", "fp16"],
+                                             lr_schedule="scheduler")
+    for step in range(3):
+        cyclic_step(step)
+    snap = driver.snapshot(3)
+    rates = driver.phase_learning_rates(3, 12)
+    expected = [0.01 + 0.09 * (1 - abs(s / 5 % 2 - 1)) for s in range(3, 15)]  # triangular, period 10
+    check(all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(rates, expected)),
+          f"CyclicLR read ahead: {rates} != {expected}")
+    for step in range(3, 8):
+        cyclic_step(step)
+    check(cyclic.last_epoch == 8, "CyclicLR did not move (test is vacuous)")
+    driver.restore(snap)
+    check(cyclic.last_epoch == 3 and math.isclose(optimizer.param_groups[0]["lr"], expected[0], rel_tol=1e-9),
+          f"CyclicLR after restore: epoch {cyclic.last_epoch}, lr {optimizer.param_groups[0]['lr']}")
+    states_equal(driver.snapshot(3), snap, "CyclicLR after restore")
+    state.close()
+
+
 def adaptive_run():
     model, state, optimizer, scheduler, train_step, evaluate = setup()
     driver = adaprec_torch.AdaptivePrecision(
@@ -292,6 +327,7 @@ def main():
     torch.set_num_threads(1)
     restore_checks()
     schedule_checks()
+    cyclic_scheduler_checks()
     adaptive_run()
     pruned_runs()
     all_failures = world.allgather(failures)
