@@ -82,7 +82,7 @@ LrSchedule LrSchedule::parse(const std::string& spec) {
       double step = 0, lr = 0;
       ADAPREC_SCHEDULE_CHECK(fields.size() == 2 && parseNumber(trimmed(fields[0]), step) &&
                                  parseNumber(trimmed(fields[1]), lr),
-                             path << " line " << number << ": expected 'step,lr' (two finite numbers), got '" << line
+                             path << " line " << number << ": expected 'step,lr' (two finite numbers, each 0 or of magnitude 2.2e-308 to 1.8e308), got '" << line
                                   << "'");
       const std::string wrong = rowError(s.steps_, step, lr);
       ADAPREC_SCHEDULE_CHECK(wrong.empty(), path << " line " << number << ": " << wrong);
@@ -191,10 +191,18 @@ bool LrSchedule::neverAnneals() const {
 }
 
 std::array<double, 2> LrSchedule::areas(double step, double momentum) const {
+  const int exponent = std::ilogb(peak());
+  const std::array<double, 2> scaled = scaledAreas(step, momentum);
+  return {std::ldexp(scaled[0], exponent), std::ldexp(scaled[1], exponent)};
+}
+
+std::array<double, 2> LrSchedule::scaledAreas(double step, double momentum) const {
   ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0 && step <= 1e9,
                     "lr schedule '" << spec_ << "': areas need a step in [0, 1e9], got " << step);
   ADAPREC_CHECK_ARG(momentum >= 0 && momentum < 1, "annealing momentum must be in [0, 1), got " << momentum);
   if (kind_ == Kind::kConstant) return {step, 0.0};
+  // 1 for the analytic forms (peak 1): their sums are unchanged.
+  const double scale = std::ldexp(1.0, -std::ilogb(peak()));
   // Integer steps 0..ceil(step); S1 and S2 at floor(step) and the next one, then interpolated.
   const double whole = std::floor(step);
   const long last = static_cast<long>(whole);
@@ -204,7 +212,7 @@ std::array<double, 2> LrSchedule::areas(double step, double momentum) const {
   for (long i = 0;; ++i) {
     if (i == last) below = {s1, s2};
     if (i == last + 1) break;
-    const double lr = lrAt(static_cast<double>(i));
+    const double lr = lrAt(static_cast<double>(i)) * scale;
     s1 += lr;
     if (i > 0) {
       m = momentum * m + std::max(previous - lr, 0.0);

@@ -241,7 +241,7 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
   if (model.lrSchedule) {
     data.schedule = model.lrSchedule;
     data.annealingMomentum = model.annealingMomentum;
-    data.forwardScale = model.lrSchedule->areas(data.stepScale, model.annealingMomentum)[0];
+    data.forwardScale = model.lrSchedule->scaledAreas(data.stepScale, model.annealingMomentum)[0];
     ADAPREC_CHECK_ARG(data.forwardScale > 0, "lr schedule '" << model.lrSchedule->spec()
                                                              << "': the learning rate is 0 up to step " << data.stepScale);
     for (std::size_t t = 0; t < data.distinctX.size(); ++t) {
@@ -269,7 +269,7 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
 
 std::array<double, 2> scheduleCoordinates(const Data& data, double step) {
   if (!data.schedule) return {step / data.stepScale, 0.0};
-  const std::array<double, 2> areas = data.schedule->areas(step, data.annealingMomentum);
+  const std::array<double, 2> areas = data.schedule->scaledAreas(step, data.annealingMomentum);
   return {areas[0] / data.forwardScale, areas[1] / data.forwardScale};
 }
 

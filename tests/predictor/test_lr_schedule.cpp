@@ -88,6 +88,15 @@ TEST_CASE("lr schedule: forward and annealing areas follow Tissue et al.'s sums"
   CHECK(step.areas(20, 0.999999)[1] == Approx(0.5 * 10).epsilon(1e-4));
   // Warm-up increases do not count.
   CHECK(ap::LrSchedule::parse("cosine:100:50").areas(50, 0.9)[1] == 0.0);
+  // Scaled areas: divided by the largest power of two <= the peak, exactly; finite where the areas are not.
+  const ap::LrSchedule points = ap::LrSchedule::fromPoints({0, 10, 20}, {3e-3, 1e-3, 0});
+  const auto scaled = points.scaledAreas(15.5, 0.9), plain = points.areas(15.5, 0.9);
+  CHECK(plain[0] == std::ldexp(scaled[0], -9));  // 2^-9 <= 3e-3 < 2^-8
+  CHECK(plain[1] == std::ldexp(scaled[1], -9));
+  CHECK(step.scaledAreas(11, 0.5) == step.areas(11, 0.5));  // analytic forms: peak 1
+  const ap::LrSchedule huge = ap::LrSchedule::fromPoints({0, 100}, {1e307, 5e306});
+  CHECK(std::isinf(huge.areas(100, 0.999)[0]));
+  CHECK(std::isfinite(huge.scaledAreas(100, 0.999)[0]));
 }
 
 TEST_CASE("lr schedule: malformed specs are refused with one clear line") {

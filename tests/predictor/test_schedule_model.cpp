@@ -30,6 +30,30 @@ TEST_CASE("schedule model: constant is the model without a schedule") {
   }
 }
 
+TEST_CASE("schedule model: the rates' scale does not matter, up to double's range") {
+  // Rates near 1e307 summed over 200 steps exceed double's range: the model reads the areas scaled by a
+  // power of two (ratios unchanged bit for bit); before, the fit failed with "component 0 is not finite".
+  std::vector<double> steps, unit, huge, tiny;
+  for (int s = 0; s <= 400; s += 20) {
+    steps.push_back(s);
+    const double lr = 0.5 * (1 + std::cos(3.141592653589793 * s / 400));
+    unit.push_back(lr);
+    huge.push_back(std::ldexp(lr, 1020));  // ~1e307
+    tiny.push_back(std::ldexp(lr, -1020));
+  }
+  const auto predictWith = [&](const std::vector<double>& rates) {
+    ap::ModelOptions model;
+    model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::fromPoints(steps, rates));
+    return ap::fitFast({kEarly}, model).predict(0, 350);
+  };
+  const ap::Prediction a = predictWith(unit), b = predictWith(huge), c = predictWith(tiny);
+  REQUIRE(std::isfinite(a.mean));
+  CHECK(b.mean == a.mean);
+  CHECK(b.sd == a.sd);
+  CHECK(c.mean == a.mean);
+  CHECK(c.q95 == a.q95);
+}
+
 TEST_CASE("schedule model: the data see the forward area and the annealing area") {
   ap::ModelOptions model;
   model.lrSchedule = schedule("step:0.5:40");
