@@ -65,13 +65,13 @@ def batch(step):
     return x, (x @ TEACHER).argmax(dim=1)
 
 
-def setup():
+def setup(make_scheduler=lambda optimizer: torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.7)):
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(Net(), bucket_cap_mb=0.01)
     state = adaprec_torch.HookState(format="fp32", algo="twoshot")  # auto sends small buckets natively
     model.register_comm_hook(state, adaprec_torch.hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.7)
+    scheduler = make_scheduler(optimizer)
 
     def train_step(step):
         x, y = batch(step)
@@ -215,28 +215,20 @@ def schedule_checks():
 def cyclic_scheduler_checks():
     """CyclicLR's state holds a WeakMethod that copy.deepcopy cannot copy: snapshot() and reading the
     rates ahead raised TypeError ("cannot pickle 'WeakMethod' object") with it."""
-    model, state, optimizer, _, train_step, evaluate = setup()
-    cyclic = torch.optim.lr_scheduler.CyclicLR(optimizer, base_lr=0.01, max_lr=0.1, step_size_up=5)
-
-    def cyclic_step(step):
-        x, y = batch(step)
-        optimizer.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        cyclic.step()
-
-    driver = adaprec_torch.AdaptivePrecision(model, optimizer, state, cyclic_step, evaluate, total_steps=100,
+    model, state, optimizer, cyclic, train_step, evaluate = setup(
+        lambda optimizer: torch.optim.lr_scheduler.CyclicLR(optimizer, base_lr=0.01, max_lr=0.1, step_size_up=5))
+    driver = adaprec_torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate, total_steps=100,
                                              scheduler=cyclic, candidates=["fp32", "fp16"],
                                              lr_schedule="scheduler")
     for step in range(3):
-        cyclic_step(step)
+        train_step(step)
     snap = driver.snapshot(3)
     rates = driver.phase_learning_rates(3, 12)
     expected = [0.01 + 0.09 * (1 - abs(s / 5 % 2 - 1)) for s in range(3, 15)]  # triangular, period 10
     check(all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(rates, expected)),
           f"CyclicLR read ahead: {rates} != {expected}")
     for step in range(3, 8):
-        cyclic_step(step)
+        train_step(step)
     check(cyclic.last_epoch == 8, "CyclicLR did not move (test is vacuous)")
     driver.restore(snap)
     check(cyclic.last_epoch == 3 and math.isclose(optimizer.param_groups[0]["lr"], expected[0], rel_tol=1e-9),
