@@ -248,7 +248,8 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->check(atLeast(0))
       ->capture_default_str();
   app.add_option("--backend", t.backend, "Layer math backend")->check(CLI::IsMember({"eigen"}))->capture_default_str();
-  app.add_flag("!--no-progress", t.progress, "No progress line");
+  app.add_flag("!--no-progress", t.progress,
+               "No progress line, header or per-evaluation lines (the final test accuracy line still prints)");
 }
 
 std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::vector<LayerRange>& layers) {
@@ -418,7 +419,8 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
   r.stateHash = trainer.stateHash();
   r.parameters.assign(trainer.model().parameters().begin(), trainer.model().parameters().end());
   r.layerFormats = trainer.reducer().layerFormats();
-  if (rank == 0 && config.progress) {
+  // The run's result: printed with --no-progress too (a quiet batch job without --log lost it).
+  if (rank == 0) {
     std::fprintf(stderr, "final test accuracy %.4f (loss %.4f, %llu images) after %llu steps, %.1f s\n",
                  r.final.accuracy, r.final.loss, static_cast<unsigned long long>(r.final.images),
                  static_cast<unsigned long long>(r.steps), r.wallSeconds);

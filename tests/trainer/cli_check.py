@@ -45,6 +45,10 @@ def lines(text):
 
 
 def check_single(train):
+    rc, _, err = run([train] + SMALL)
+    expect("--no-progress still prints the result, one line",
+           rc == 0 and len(lines(err)) == 1 and err.startswith("final test accuracy "), f"exit {rc}, stderr:\n{err}")
+
     rc, _, err = run([train] + SMALL + ["--log", "/dev/full"])
     expect("--log /dev/full fails with one line naming the path and ENOSPC",
            rc != 0 and len(lines(err)) == 1 and "/dev/full" in err and "No space left on device" in err,
