@@ -60,6 +60,30 @@ auto measuredOnEveryRank(Transport& transport, Measure&& measure) -> decltype(me
 
 // What a calibration was measured on: "<kind>-<ranks>r-<nodes>n-<ranks per node>l-<isa>-<piece bytes>m",
 // the name of its file in a calibration directory and its key in this process's cache.
+// What keeps the calibration file from being read or replaced, or "". Only a regular file (or none
+// yet) is: ADAPREC_CALIBRATION=/dev/null, a natural way to say "no cache", renamed a calibration over
+// the device as root, and a FIFO blocked every rank's read. A symbolic link is followed.
+std::string calibrationFileProblem(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found) return "";
+  if (error) return "cannot be examined (" + error.message() + ")";
+  if (status.type() != std::filesystem::file_type::regular)
+    return "is not a regular file (a device, FIFO or directory): neither read nor written";
+  return "";
+}
+
+// Where the calibration is written: a symbolic link's target, one level (renaming over the link would
+// replace the link).
+std::string calibrationWritePath(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_symlink(std::filesystem::symlink_status(path, error))) return path;
+  const std::filesystem::path link(path);
+  const std::filesystem::path target = std::filesystem::read_symlink(link, error);  // may not exist yet
+  if (error) return path;
+  return (target.is_absolute() ? target : link.parent_path() / target).string();
+}
+
 std::string calibrationKey(std::string_view transportKind, const CalibrationTopology& topology) {
   return std::string(transportKind) + '-' + std::to_string(topology.ranks) + "r-" + std::to_string(topology.nodes) +
          "n-" + std::to_string(topology.ranksPerNode) + "l-" + topology.isa + '-' +
@@ -218,13 +242,16 @@ void AutoSelector::loadOrProbe(Transport& transport) {
   std::string why;
   std::optional<Calibration> loaded;
   if (!path.empty()) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      why = "cannot be read (probing, then writing it)";
-    } else {
-      std::ostringstream text;
-      text << in.rdbuf();
-      loaded = parseCalibration(text.str(), expected, why);
+    why = calibrationFileProblem(path);
+    if (why.empty()) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) {
+        why = "cannot be read (probing, then writing it)";
+      } else {
+        std::ostringstream text;
+        text << in.rdbuf();
+        loaded = parseCalibration(text.str(), expected, why);
+      }
     }
   } else {
     ProcessCalibrations& cache = processCalibrations();
@@ -261,9 +288,11 @@ void AutoSelector::loadOrProbe(Transport& transport) {
 
 void AutoSelector::save(Transport& transport) const {
   if (settings_.calibrationPath.empty() || transport.rank() != 0) return;
-  const std::string path = calibrationFile(settings_.calibrationPath, transport.kind(), topology());
   std::error_code ignored;
   if (settings_.calibrationPath.back() == '/') std::filesystem::create_directories(settings_.calibrationPath, ignored);
+  const std::string named = calibrationFile(settings_.calibrationPath, transport.kind(), topology());
+  if (!calibrationFileProblem(named).empty()) return;  // loadOrProbe said why
+  const std::string path = calibrationWritePath(named);
   // Written whole under a temporary name, then renamed: a reader never sees half a file.
   const std::string temporary = path + ".tmp" + std::to_string(::getpid());
   {

@@ -201,22 +201,28 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
   Calibration c;
   bool seen[9] = {};  // ranks nodes ranks_per_node isa intra inter loaded magic message_bytes
   std::size_t lineNumber = 0;
-  auto fail = [&](std::string reason) {
-    why = "line " + std::to_string(lineNumber) + ": " + reason;
+  auto fail = [&](std::string reason) {  // lineNumber 0: the whole file
+    why = (lineNumber > 0 ? "line " + std::to_string(lineNumber) + ": " : std::string()) + reason;
     return std::nullopt;
   };
+  constexpr std::string_view kFamily = "adaprec-calibration ";
   while (!text.empty()) {
     const std::size_t end = std::min(text.find('\n'), text.size());
-    const std::string_view line = text.substr(0, end);
+    std::string_view line = text.substr(0, end);
     text.remove_prefix(std::min(end + 1, text.size()));
     ++lineNumber;
+    // A file edited on Windows (CRLF) or with blank lines reads as written by this library.
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (lineNumber == 1) {
+      if (line.substr(0, kFamily.size()) == kFamily && line != kMagic)
+        return fail("calibration format version " + std::string(line.substr(kFamily.size())) +
+                    ", not this library's " + std::string(kMagic.substr(kFamily.size())) + " (probing again)");
       if (line != kMagic) return fail("not an AdaPrec calibration (expected '" + std::string(kMagic) + "')");
       seen[7] = true;
       continue;
     }
     const std::vector<std::string_view> w = words(line);
-    if (w.empty()) return fail("empty line");
+    if (w.empty()) continue;
     const std::string_view key = w[0];
     auto once = [&](int index) {
       if (seen[index]) return false;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "adaprec/communicator.hpp"
@@ -162,6 +163,29 @@ TEST_CASE("ADAPREC_CALIBRATION: written after a probe, reloaded exactly, bad fil
   CHECK(lines(foreign, "measured on another topology") == 1);
   CHECK(fourth.calibrations[0].topology.ranks == 4);
   CHECK(slurp(path) == serializeCalibration(fourth.calibrations[0]));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ADAPREC_CALIBRATION naming a FIFO is neither read nor replaced; a symbolic link is followed", "[auto]") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("adaprec_auto_special_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // A FIFO (and likewise a device such as /dev/null): every rank's read blocked, and rank 0 renamed
+  // its calibration over the node.
+  const std::string fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  Probed probed;
+  const std::string said = capturingStderr([&] { probed = probeWith(fifo); });
+  CHECK(lines(said, "is not a regular file") == 1);
+  requireSameOnEveryRank(probed);
+  CHECK(std::filesystem::is_fifo(fifo));
+  // A link: the calibration goes to its target, and the link stays a link.
+  const std::string target = dir + "/target.txt", link = dir + "/link.txt";
+  std::filesystem::create_symlink(target, link);
+  const Probed linked = probeWith(link);
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(slurp(target) == serializeCalibration(linked.calibrations[0]));
+  CHECK(capturingStderr([&] { probeWith(link); }).empty());  // and reloads through it
   std::filesystem::remove_all(dir);
 }
 

@@ -201,6 +201,23 @@ TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign o
   CHECK(refused(replaced("message_bytes 0", "message_bytes -1"), c.topology));
   CHECK(refused(replaced("adaprec-calibration 2", "adaprec-calibration 1"), c.topology));  // before message_bytes
   {
+    // Whole-file reasons carry no "line 0"; a version 1 file is named as one.
+    std::string reason;
+    CHECK_FALSE(parseCalibrationText("", reason).has_value());
+    CHECK(reason == "empty file");
+    CHECK_FALSE(parseCalibrationText(replaced("adaprec-calibration 2", "adaprec-calibration 1"), reason).has_value());
+    CHECK(reason.find("line 1: calibration format version 1, not this library's 2") == 0);
+    // CRLF line ends and blank lines (a file edited by hand) read as the file itself.
+    std::string crlf;
+    for (char ch : text) crlf += ch == '\n' ? std::string("\r\n") : std::string(1, ch);
+    std::optional<Calibration> edited = parseCalibration(crlf + "\r\n\n", c.topology, reason);
+    REQUIRE(edited.has_value());
+    CHECK(*edited == c);
+    edited = parseCalibration(replaced("\nnodes", "\n\n  \nnodes"), c.topology, reason);
+    REQUIRE(edited.has_value());
+    CHECK(*edited == c);
+  }
+  {
     // A topology that cannot exist (found by fuzz_calibration: predictions came out negative), even
     // when the job claims the same: more nodes than ranks, or a node fuller than the job.
     std::string impossible = replaced("ranks 4", "ranks 2");
