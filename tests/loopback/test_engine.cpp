@@ -205,6 +205,35 @@ TEST_CASE("fp16 and fp8 sums beyond their range are Inf on every rank, never a f
   }
 }
 
+TEST_CASE("inputs just above half a subnormal spacing stay within the bound at 5 and 8 ranks", "[engine]") {
+  // Each input rounds up by almost a floor (half the spacing) when it is encoded, and twoshot encodes
+  // p - 1 of them before the owner's sum: at p = 8 fp16 twoshot erred by 8 floors where the bound had
+  // allowed Q x spacing = 4 (found by a hostile client; detail::allreduceErrorBound counts p + Q - 1).
+  const struct {
+    const char* format;
+    double floor;  // half the subnormal spacing, docs/formats.md
+  } cases[] = {{"fp16", 0x1p-25}, {"bf16", 0x1p-134}, {"fp8", 0x1p-17}};
+  for (const auto& c : cases) {
+    for (int p : {5, 8}) {
+      const std::size_t count = 2 * 1024 + 5;
+      std::vector<std::vector<float>> inputs(p, std::vector<float>(count));
+      for (int r = 0; r < p; ++r)
+        for (std::size_t i = 0; i < count; ++i)
+          inputs[r][i] = static_cast<float>(c.floor * (1 + 0x1p-20) * (i % 3 == 2 ? -1 : 1) * (1 + (i % 5 == 4)));
+      for (Algorithm algorithm : kCompressed) {
+        const LoopbackOutcome got = runLoopbackAllreduce(1, inputs, std::vector(p, optionsFor(c.format, algorithm)), false);
+        REQUIRE_FALSE(got.anyError());
+        INFO(c.format << " " << algorithmName(algorithm) << " at " << p << " ranks");
+        const std::string failure =
+            checkResults(inputs, got.outputs, got.stats[0].format,
+                         detail::quantizationsPerValue(got.stats[0].algorithm, got.stats[0].format, p, p), false, false);
+        INFO(failure);
+        CHECK(failure.empty());
+      }
+    }
+  }
+}
+
 TEST_CASE("error feedback makes repeated reductions unbiased", "[engine]") {
   // Reducing the same inputs T times with +ef, the residuals carry each call's error into the next,
   // so the mean of the T results approaches the exact sum (the error of the mean shrinks ~1/T);
