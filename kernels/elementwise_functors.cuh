@@ -76,6 +76,17 @@ struct DivideBy {
   }
 };
 
+// buf[i] = canonicalNan(buf[i]): every NaN the default quiet NaN.
+struct CanonicalizeNans {
+  using Shared = NoShared;
+  float* buf;
+  std::size_t count;
+  template <class Ctx>
+  ADAPREC_HD void operator()(Ctx& ctx) const {
+    for (std::size_t i = globalThread(ctx); i < count; i += globalThreads(ctx)) buf[i] = detail::canonicalNan(buf[i]);
+  }
+};
+
 // Launches an element-wise functor over `count` elements (nothing for 0) with any launcher.
 template <class Launch, class F>
 void launchElementwise(Launch&& launch, std::size_t count, const F& f, unsigned threads = 256) {

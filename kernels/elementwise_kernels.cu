@@ -42,4 +42,8 @@ int launchDivideBy(float* buf, std::size_t count, float divisor, void* stream) {
   return launch(count, DivideBy{buf, count, divisor}, stream);
 }
 
+int launchCanonicalizeNans(float* buf, std::size_t count, void* stream) {
+  return launch(count, CanonicalizeNans{buf, count}, stream);
+}
+
 }  // namespace adaprec::kernels

@@ -11,5 +11,6 @@ int launchUpdateResidual(const float* withResidual, const float* decoded, float*
                          void* stream);
 int launchAddInto(float* acc, const float* in, std::size_t count, bool saturating, void* stream);
 int launchDivideBy(float* buf, std::size_t count, float divisor, void* stream);
+int launchCanonicalizeNans(float* buf, std::size_t count, void* stream);
 
 }  // namespace adaprec::kernels

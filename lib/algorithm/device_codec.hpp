@@ -42,6 +42,9 @@ class DeviceCodec {
   virtual void add(float* acc, const float* in, std::size_t n, bool saturating) = 0;
   // buf[i] /= divisor: the averaging.
   virtual void divide(float* buf, std::size_t n, float divisor) = 0;
+  // buf[i] = canonicalNan(buf[i]) (detail/scalar_convert.hpp): recursive_doubling's ranks add NaNs in
+  // different orders.
+  virtual void canonicalizeNans(float* buf, std::size_t n) = 0;
 
   // Device memory (uninitialised), released in stream order.
   virtual void* allocate(std::size_t bytes) = 0;
@@ -78,6 +81,7 @@ class HostDeviceCodec final : public DeviceCodec {
   void decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc, std::size_t n) override;
   void add(float* acc, const float* in, std::size_t n, bool saturating) override;
   void divide(float* buf, std::size_t n, float divisor) override;
+  void canonicalizeNans(float* buf, std::size_t n) override;
   void* allocate(std::size_t bytes) override;
   void release(void* device) override;
   void fillZero(void* device, std::size_t bytes) override;

@@ -44,6 +44,10 @@ void HostDeviceCodec::divide(float* buf, std::size_t n, float divisor) {
   for (std::size_t i = 0; i < n; ++i) buf[i] /= divisor;
 }
 
+void HostDeviceCodec::canonicalizeNans(float* buf, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) buf[i] = canonicalNan(buf[i]);
+}
+
 void* HostDeviceCodec::allocate(std::size_t bytes) { return ::operator new(bytes == 0 ? 1 : bytes); }
 void HostDeviceCodec::release(void* device) { ::operator delete(device); }
 void* HostDeviceCodec::allocateHost(std::size_t bytes) { return ::operator new(bytes == 0 ? 1 : bytes); }

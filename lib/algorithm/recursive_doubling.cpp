@@ -7,7 +7,10 @@
 //   rounds d = 1, 2, ..., q/2: every core rank encodes its whole current vector, swaps it with core
 //     partner (core ^ d), and sets vector = decode(mine) + decode(partner's). Both partners compute the
 //     same two decodes and fp32 addition is commutative, so they end bit-identical; by induction
-//     every core rank holds the same vector after the last round.
+//     every core rank holds the same vector after the last round. Except for NaN: adding two NaNs
+//     keeps the first operand's (x86), here the rank's own, so +NaN on one rank and -NaN on another
+//     (or e4m3's NaN for +Inf and -Inf) ended with different bits on different ranks (a hostile
+//     client). After the last round every NaN becomes the default quiet NaN.
 //   post-step (extra > 0): every core rank re-encodes the result and keeps the decoded value (all
 //     core ranks do it, so they stay identical); odd ranks below 2*extra send that encoding down.
 // Bytes sent per rank: log2(q) * encodedBytes(count) (+1 for pre/post); log2(q) messages per segment
@@ -105,6 +108,8 @@ void recursiveDoublingAllreduce(AlgorithmContext& ctx, float* buf, std::size_t c
                       buf + layout.segmentOffset(0, k), layout.segmentCount(0, k));
     }
   }
+
+  steps.device().canonicalizeNans(buf, count);  // where buf lives: host, or the device's stream
 
   if (extra > 0) {
     steps.waitAll(sends);

@@ -72,6 +72,9 @@ class CudaDeviceCodec final : public DeviceCodec {
   void divide(float* buf, std::size_t n, float divisor) override {
     check(kernels::launchDivideBy(buf, n, divisor, stream_), "divide");
   }
+  void canonicalizeNans(float* buf, std::size_t n) override {
+    check(kernels::launchCanonicalizeNans(buf, n, stream_), "canonicalizeNans");
+  }
   void* allocate(std::size_t bytes) override {
     // Whole 256-byte granules: the codec kernels may read the rest of the aligned word at a chunk's
     // end (docs/gpu.md), which must lie inside the allocation whatever the pool hands out.

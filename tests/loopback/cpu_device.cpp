@@ -157,6 +157,11 @@ void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
   enqueue([=, this] { runElementwise(n, kernels::DivideBy{real(buf), n, divisor}); });
 }
 
+void CpuStandInDevice::canonicalizeNans(float* buf, std::size_t n) {
+  requireDevice(buf, n * sizeof(float), "canonicalizeNans buffer");
+  enqueue([=, this] { runElementwise(n, kernels::CanonicalizeNans{real(buf), n}); });
+}
+
 void* CpuStandInDevice::allocate(std::size_t bytes) {
   ADAPREC_CHECK(!failAllocations_, ErrorCode::kCuda, "out of memory (the stand-in's failAllocations hook)");
   const std::size_t size = bytes == 0 ? 1 : bytes;

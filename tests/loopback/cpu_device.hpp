@@ -42,6 +42,7 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   void decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc, std::size_t n) override;
   void add(float* acc, const float* in, std::size_t n, bool saturating) override;
   void divide(float* buf, std::size_t n, float divisor) override;
+  void canonicalizeNans(float* buf, std::size_t n) override;
   void* allocate(std::size_t bytes) override;
   void release(void* device) override;
   void fillZero(void* device, std::size_t bytes) override;

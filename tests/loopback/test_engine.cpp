@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -229,6 +230,31 @@ TEST_CASE("inputs just above half a subnormal spacing stay within the bound at 5
                          detail::quantizationsPerValue(got.stats[0].algorithm, got.stats[0].format, p, p), false, false);
         INFO(failure);
         CHECK(failure.empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("NaNs of either sign and opposite infinities give the same bits on every rank", "[engine]") {
+  // Adding two NaNs keeps the first operand's (x86): recursive_doubling's partners add in opposite
+  // orders, so +NaN on one rank and -NaN on another ended as different NaNs on different ranks (a
+  // hostile client; e4m3 turns +Inf and -Inf into signed NaNs likewise).
+  for (int p : {4, 5}) {
+    const std::size_t count = 1000;
+    std::vector<std::vector<float>> inputs(p, std::vector<float>(count, 1.0f));
+    for (int r = 0; r < p; ++r) {
+      inputs[r][0] = r % 2 == 0 ? NAN : -NAN;
+      inputs[r][1] = r == 0 ? INFINITY : r == 1 ? -INFINITY : 2.0f;
+      inputs[r][2] = r == p - 1 ? -NAN : 3.0f;
+    }
+    for (std::string_view format : {"fp32", "bf16", "fp16", "fp8s", "e4m3"}) {
+      for (Algorithm algorithm : kCompressed) {
+        const LoopbackOutcome got = runLoopbackAllreduce(1, inputs, std::vector(p, optionsFor(format, algorithm)), false);
+        REQUIRE_FALSE(got.anyError());
+        INFO(format << " " << algorithmName(algorithm) << " at " << p << " ranks");
+        CHECK(std::isnan(got.outputs[0][0]));
+        for (int r = 1; r < p; ++r)
+          CHECK(std::memcmp(got.outputs[r].data(), got.outputs[0].data(), count * sizeof(float)) == 0);
       }
     }
   }

@@ -93,6 +93,14 @@ ADAPREC_HD float saturatingAdd(float a, float b) {
   return bitsFloat(s - overflow);
 }
 
+// Any NaN (either sign, any payload) as the default quiet NaN 0x7fc00000; other values unchanged.
+// Which NaN an addition of two NaNs returns depends on the operand order (x86 keeps the first):
+// algorithms whose ranks add in different orders make them canonical to stay bit-identical.
+ADAPREC_HD float canonicalNan(float x) {
+  const std::uint32_t bits = floatBits(x);
+  return bitsFloat(select((bits & kF32AbsMask) > kF32InfBits, kF32QuietNanBits, bits));
+}
+
 // 2^e as a float for -149 <= e <= 127 (exact; subnormal below -126).
 ADAPREC_HD float exp2Int(int e) {
   return e >= -126 ? bitsFloat(static_cast<std::uint32_t>(e + 127) << 23)
