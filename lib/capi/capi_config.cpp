@@ -6,37 +6,88 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "adaprec/error.hpp"
 
 namespace adaprec::detail {
+namespace {
 
-const EnvironmentConfig& capiConfigOrAbort() {
+struct ParsedConfig {
+  EnvironmentConfig config;
+  std::optional<std::string> error;  // the user-facing line when the environment is invalid
+};
+
+// Parsed once per process: every later call (MPI_Init's check, the first allreduce, MPI_Finalize)
+// sees the same result.
+const ParsedConfig& parsedConfig() {
   static std::once_flag once;
-  static EnvironmentConfig config;
+  static ParsedConfig parsed;
   std::call_once(once, [] {
     try {
-      config = EnvironmentConfig::fromEnvironment();
+      parsed.config = EnvironmentConfig::fromEnvironment();
     } catch (const Error& e) {
       // e.what() ends with the file:line of the check; the first part is the user-facing line.
       std::string message = e.what();
       const std::size_t cut = message.find(" [");
       if (cut != std::string::npos) message.resize(cut);
-      // Every rank reads the same environment: rank 0 reports and aborts the job; the others give it
-      // time to do so, so the job log holds one line, and report themselves only if it did not. (3 s
-      // was too short for mpirun to tear a loaded 4-rank job down; the wait ends with the job.)
-      int rank = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(30));
-      std::fprintf(stderr, "%s\n", message.c_str());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-      std::exit(1);
+      parsed.error = message;
     }
   });
-  return config;
+  return parsed;
+}
+
+[[noreturn]] void reportAndAbort(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+// A rank that is not to report gives the reporting rank's MPI_Abort time to end the job, so the job
+// log holds one line, and reports itself only if the job is still alive (3 s was too short for
+// mpirun to tear a loaded 4-rank job down; the wait ends with the job).
+[[noreturn]] void waitForAbortThenReport(const std::string& message) {
+  std::this_thread::sleep_for(std::chrono::seconds(30));
+  reportAndAbort(message);
+}
+
+}  // namespace
+
+const EnvironmentConfig& capiConfigOrAbort() {
+  const ParsedConfig& parsed = parsedConfig();
+  if (parsed.error) {
+    // Called outside a collective: no way to know whether rank 0 also failed. Every rank usually
+    // reads the same environment, so rank 0 reports and the others wait for its abort.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank != 0) waitForAbortThenReport(*parsed.error);
+    reportAndAbort(*parsed.error);
+  }
+  return parsed.config;
+}
+
+void agreeOnConfigAtInit() {
+  const ParsedConfig& parsed = parsedConfig();
+  // MPI_Init is collective over MPI_COMM_WORLD, so one allreduce there finds the lowest rank whose
+  // environment is invalid: it reports at once, whichever rank it is (an invalid value on rank 1 only
+  // used to stop the job 30 s late, after rank 0 had started work).
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int mine = parsed.error ? rank : size;
+  int first_invalid = size;
+  if (PMPI_Allreduce(&mine, &first_invalid, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    capiConfigOrAbort();  // no agreement possible: the uncoordinated path
+    return;
+  }
+  if (first_invalid == size) return;
+  if (rank == first_invalid) reportAndAbort(*parsed.error);
+  waitForAbortThenReport(parsed.error ? *parsed.error
+                                      : "adaprec: rank " + std::to_string(first_invalid) +
+                                            "'s ADAPREC_* environment is invalid (see its line above)");
 }
 
 }  // namespace adaprec::detail

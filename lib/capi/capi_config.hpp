@@ -10,4 +10,9 @@ namespace adaprec::detail {
 // fallback. MPI must be initialized.
 const EnvironmentConfig& capiConfigOrAbort();
 
+// The same check made collectively inside MPI_Init (which every rank of MPI_COMM_WORLD calls): the
+// lowest rank with an invalid value reports its line and aborts the job at once, whichever rank it
+// is; returns when every rank's environment is valid. Call only where all ranks call it together.
+void agreeOnConfigAtInit();
+
 }  // namespace adaprec::detail

@@ -14,13 +14,13 @@ extern "C" {
 
 int MPI_Init(int* argc, char*** argv) {
   const int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS) adaprec::detail::capiConfigOrAbort();
+  if (rc == MPI_SUCCESS) adaprec::detail::agreeOnConfigAtInit();
   return rc;
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   const int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) adaprec::detail::capiConfigOrAbort();
+  if (rc == MPI_SUCCESS) adaprec::detail::agreeOnConfigAtInit();
   return rc;
 }
 

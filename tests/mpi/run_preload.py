@@ -9,7 +9,8 @@ usage: run_preload.py MPIRUN PROBE PRELOAD_LIB NP [mpirun args...]
 3. Preloaded with lossy formats: float sums >= ADAPREC_MIN_BYTES are compressed (their bytes differ
    from the baseline, the probe checks them within the documented bound), every other call is
    bit-identical to the baseline, stats report intercepted calls and fewer bytes sent than fp32.
-4. Invalid values: the job stops with one line naming the variable and the valid values.
+4. Invalid values: the job stops with one line naming the variable and the valid values; when only
+   ranks other than 0 hold the invalid value, at once (MPI_Init agrees on it; it used to take 30 s).
 5. Ranks with different settings (ADAPREC_FORMAT, ADAPREC_MIN_BYTES, ..., a timeout on some ranks
    only; rank 0 against the others): the job stops with "ranks disagree on the ADAPREC_* settings"
    instead of hanging (one rank passed through to MPI while another ran AdaPrec's agreement on its
@@ -20,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 mpirun, probe, preload, np = sys.argv[1:5]
 mpirun_args = sys.argv[5:]
@@ -94,10 +96,12 @@ def run_split(first, rest, tolerance="0"):
         for k, v in names.items():
             cmd += ["-x", f"{k}={v}"]
         cmd += [probe, tolerance, ":"]
+    started = time.monotonic()
     try:
         p = subprocess.run(cmd[:-1], env=env, capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
         return None, "hung (killed after 60 s)", ""
+    run_split.seconds = time.monotonic() - started
     return p.returncode, p.stderr, p.stdout
 
 
@@ -126,6 +130,15 @@ if int(np) >= 2:
         check(rc == 0 and "failures 0" in out and ("adaprec: stats over" in err) == printed,
               f"rank 0 {first} vs others {rest}: runs through (rc={rc}), stats line {printed}: {err.strip()[-400:]}")
 
+    # An invalid value on ranks 1.. only: MPI_Init's agreement lets rank 1 report at once (before, the
+    # ranks other than 0 waited 30 s for rank 0 to report, while rank 0 had gone on to work).
+    rc, err, _ = run_split({"ADAPREC_FORMAT": "fp8s"}, {"ADAPREC_FORMAT": "fp7"})
+    seconds = getattr(run_split, "seconds", 0.0)
+    check(rc is not None and rc != 0 and err.count("ADAPREC_FORMAT='fp7' is invalid; valid values:") == 1
+          and seconds < 25,
+          f"invalid value on ranks 1.. only: one line, the job stops in {seconds:.1f} s (< 25; rc={rc}): "
+          f"{err.strip()[:300]}")
+
 for name, value in (("ADAPREC_FORMAT", "fp7"), ("ADAPREC_ALGO", "tree"), ("ADAPREC_MIN_BYTES", "-5"),
                     ("ADAPREC_STATS", "yes"), ("ADAPREC_SEGMENT_COUNT", "-1"), ("ADAPREC_RANKS_PER_NODE", "1e3"),
                     ("ADAPREC_CPU_ISA", "sse"), ("ADAPREC_CHECKSUM", "2"),
@@ -133,6 +146,13 @@ for name, value in (("ADAPREC_FORMAT", "fp7"), ("ADAPREC_ALGO", "tree"), ("ADAPR
     rc, got, err = run({name: value})
     check(rc != 0 and err.count(f"{name}='{value}' is invalid; valid values:") == 1,
           f"invalid {name}={value} stops the job with a clear line (rc={rc}): {err.strip()[:300]}")
+
+# A combination no call could serve stops the job at MPI_Init the same way (it used to fail every
+# compressed call, with an internal file:line suffix).
+rc, got, err = run({"ADAPREC_ALGO": "native", "ADAPREC_FORMAT": "fp8"})
+check(rc != 0 and err.count("ADAPREC_ALGO='native' carries fp32, bf16 or fp16 only; ADAPREC_FORMAT='fp8'") == 1
+      and " at lib/" not in err,
+      f"ADAPREC_ALGO=native with fp8 stops the job with one clear line (rc={rc}): {err.strip()[:300]}")
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)
