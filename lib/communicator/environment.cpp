@@ -4,6 +4,7 @@
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
+#include "algorithm/algorithm.hpp"
 #include "codec/host_kernels.hpp"
 #include "config/environment_variables.hpp"
 
@@ -44,6 +45,13 @@ EnvironmentConfig EnvironmentConfig::fromEnvironment() {
     if (!algorithm) detail::rejectEnvironmentValue(kEnvAlgo, *text);
     config.algorithm = *algorithm;
   }
+  // A combination no call could serve is refused with the rest of the environment, at MPI_Init, not
+  // as a failure of every compressed call later.
+  if (config.algorithm == Algorithm::kNative && config.format.selection == Selection::kFixed &&
+      !detail::nativeSupports(config.format.format))
+    ADAPREC_FAIL(ErrorCode::kInvalidArgument,
+                 kEnvAlgo << "='native' carries fp32, bf16 or fp16 only; " << kEnvFormat << "='"
+                          << toString(config.format) << "' needs another algorithm (auto, ring, twoshot, ...)");
   config.minBytes = static_cast<std::size_t>(detail::readEnvironmentUnsigned(kEnvMinBytes).value_or(kDefaultMinBytes));
   config.stats = detail::readEnvironmentFlag(kEnvStats).value_or(false);
   config.ranksPerNode = static_cast<int>(detail::readEnvironmentUnsigned(kEnvRanksPerNode).value_or(0));

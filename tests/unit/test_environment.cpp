@@ -152,3 +152,21 @@ TEST_CASE("ADAPREC_CHECKSUM and ADAPREC_TIMEOUT", "[environment]") {
   CHECK(defaults.timeoutSeconds == 0);
   CHECK_THAT(EnvironmentConfig::fromEnvironment().agreedSettings(), Catch::Contains("ADAPREC_TIMEOUT=0"));
 }
+
+TEST_CASE("ADAPREC_ALGO=native with a format native cannot carry is refused with the environment", "[environment]") {
+  // It used to pass the check and fail every compressed call later, with an internal file:line suffix.
+  setenv("ADAPREC_ALGO", "native", 1);
+  for (const char* format : {"fp8", "fp8s", "table4", "table1+ef", "e4m3"}) {
+    INFO(format);
+    const std::string message = failure("ADAPREC_FORMAT", format);
+    CHECK_THAT(message, Catch::StartsWith("adaprec: ADAPREC_ALGO='native' carries fp32, bf16 or fp16 only; "
+                                          "ADAPREC_FORMAT='" + std::string(format) + "' needs another algorithm"));
+    CHECK(message.find('\n') == std::string::npos);
+  }
+  for (const char* format : {"fp32", "bf16", "fp16", "fp16+ef", "fastest"}) {
+    INFO(format);
+    CHECK(failure("ADAPREC_FORMAT", format).empty());
+  }
+  unsetenv("ADAPREC_ALGO");
+  CHECK(failure("ADAPREC_FORMAT", "fp8").empty());  // any other algorithm takes it
+}
