@@ -56,7 +56,7 @@ std::string validAlgorithmNames();
 
 // Environment variables read by EnvironmentConfig (the C API and the preload library use them). The
 // declaration of every ADAPREC_* variable (valid values, default, meaning) is one table in the library;
-// `adaprec-codec --env` prints it and docs/cluster.md lists it.
+// `adaprec-codec env` prints it and docs/cluster.md lists it.
 inline constexpr const char* kEnvFormat = "ADAPREC_FORMAT";        // format spec; default fp32
 inline constexpr const char* kEnvAlgo = "ADAPREC_ALGO";            // algorithm name; default auto
 inline constexpr const char* kEnvMinBytes = "ADAPREC_MIN_BYTES";   // smaller messages pass through

@@ -1,6 +1,6 @@
 // Every ADAPREC_* environment variable the library reads, declared once (name, valid values, default,
 // meaning, whether ranks must agree on it), like NCCL_PARAM: the readers below, the error messages,
-// the docs consistency test and `adaprec-codec --env` all take them from this one table.
+// the docs consistency test and `adaprec-codec env` all take them from this one table.
 //
 // Parsing is strict: an unset or empty variable means "default"; anything else must be exactly a
 // valid value (no sign, no spaces, no exponent, no trailing characters, within range) or the reader
