@@ -178,7 +178,8 @@ struct LayerChoice {
   Format format = Format::kFp32;             // fastest candidate
   Algorithm algorithm = Algorithm::kNative;  // what kAuto resolved to for it
   double seconds = 0;                        // its time per allreduce (max over ranks, median of reps)
-  std::vector<double> candidateSeconds;      // same order as the candidates passed in
+  std::vector<double> candidateSeconds;      // same order as the candidates passed in; +Inf for a
+                                             // format the algorithm cannot carry (native: fp8, ...)
 };
 
 struct FastestOptions {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -534,6 +535,11 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
   ADAPREC_CHECK_ARG(options.repetitions >= 1 && options.warmup >= 0,
                     "chooseFastest: repetitions " << options.repetitions << " must be >= 1, warmup "
                                                   << options.warmup << " >= 0");
+  // native carries only some formats: the others are not candidates there (`fastest` with
+  // ADAPREC_ALGO=native picks among fp32, bf16 and fp16), and a list with none of them is refused.
+  auto carried = [&](Format f) { return options.algorithm != Algorithm::kNative || detail::nativeSupports(f); };
+  ADAPREC_CHECK_ARG(std::any_of(candidates.begin(), candidates.end(), carried),
+                    "chooseFastest: algorithm native carries fp32, bf16 or fp16, none of the candidate formats");
   const AllreduceStats savedTotals = impl_->totals;
   std::map<std::size_t, LayerChoice> measured;
   std::vector<float> scratch;
@@ -553,8 +559,12 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
     LayerChoice choice;
     choice.count = count;
     scratch.resize(count);
-    double best = 0;
+    double best = std::numeric_limits<double>::infinity();
     for (std::size_t c = 0; c < candidates.size(); ++c) {
+      if (!carried(candidates[c])) {
+        choice.candidateSeconds.push_back(std::numeric_limits<double>::infinity());
+        continue;
+      }
       AllreduceOptions opt;
       opt.format.format = candidates[c];
       opt.algorithm = options.algorithm;
@@ -585,7 +595,7 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
       std::sort(nanos.begin(), nanos.end());
       const double seconds = static_cast<double>(nanos[nanos.size() / 2]) * 1e-9;
       choice.candidateSeconds.push_back(seconds);
-      if (c == 0 || seconds < best) {
+      if (seconds < best) {  // the first carried candidate always (its time is finite)
         best = seconds;
         choice.format = candidates[c];
       }

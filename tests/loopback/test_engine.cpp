@@ -409,6 +409,47 @@ TEST_CASE("chooseFastest gives every rank the same choice among the candidates",
   }
 }
 
+TEST_CASE("fastest with algorithm native picks among the formats native carries", "[engine]") {
+  // `fastest` + ADAPREC_ALGO=native used to time fp8 with native and fail every call.
+  const int p = 3;
+  LoopbackGroup group(p);
+  const std::vector<std::size_t> layers = {4000};
+  const std::vector<Format> candidates = {Format::kFp8, Format::kFp16, Format::kTable4, Format::kFp32};
+  FastestOptions native;
+  native.algorithm = Algorithm::kNative;
+  std::vector<std::vector<LayerChoice>> choices(p);
+  std::vector<std::vector<float>> results(p);
+  std::vector<int> refusals(p, 0);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    Communicator comm(t);
+    choices[rank] = comm.chooseFastest(layers, candidates, native);
+    AllreduceOptions opt;
+    opt.format.selection = Selection::kFastest;
+    opt.algorithm = Algorithm::kNative;
+    results[rank] = makeInput(rank, 5000, false);
+    comm.allreduce(results[rank].data(), 5000, opt);
+    const std::vector<Format> none = {Format::kFp8, Format::kTable1};
+    try {
+      comm.chooseFastest(layers, none, native);
+    } catch (const Error& e) {
+      refusals[rank] = e.code() == ErrorCode::kInvalidArgument ? 1 : 0;
+    }
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r);
+    const LayerChoice& c = choices[r][0];
+    CHECK((c.format == Format::kFp16 || c.format == Format::kFp32));
+    REQUIRE(c.candidateSeconds.size() == candidates.size());
+    CHECK(std::isinf(c.candidateSeconds[0]));
+    CHECK(std::isinf(c.candidateSeconds[2]));
+    CHECK(std::isfinite(c.candidateSeconds[1]));
+    CHECK(std::isfinite(c.candidateSeconds[3]));
+    CHECK(c.seconds == *std::min_element(c.candidateSeconds.begin(), c.candidateSeconds.end()));
+    CHECK(std::memcmp(results[r].data(), results[0].data(), 5000 * sizeof(float)) == 0);
+    CHECK(refusals[r] == 1);
+  }
+}
+
 TEST_CASE("transport split and agreement primitives", "[engine]") {
   const int p = 5;
   LoopbackGroup group(p, 2);
