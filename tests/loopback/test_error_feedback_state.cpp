@@ -59,7 +59,9 @@ TEST_CASE("saved error-feedback state continues bit-identically", "[engine][ef-s
       // Per rank: the uninterrupted run's last steps, the same steps after loading into a fresh
       // communicator and after reset + load on the saving one, and without any state (control).
       std::vector<std::vector<float>> straight(p), fresh(p), reloaded(p), zero(p);
-      std::vector<bool> roundTrip(p, false);
+      // char, not bool: rank threads write their own entry at once, and vector<bool> packs entries into
+      // shared words (a lost write failed this check about once in 150 runs).
+      std::vector<char> roundTrip(p, 0);
       std::vector<std::size_t> blobBytes(p, 0);
       LoopbackGroup group(p, 2);
       runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
@@ -195,7 +197,7 @@ TEST_CASE("one key's error-feedback state can be read, moved and set", "[engine]
   INFO("seed " << kSeed);
   const FormatSpec format = parseFormatSpec("table2+ef");
   std::vector<std::vector<float>> straight(p), moved(p);
-  std::vector<bool> missingIsEmpty(p, false), copied(p, false), badRejected(p, false);
+  std::vector<char> missingIsEmpty(p, 0), copied(p, 0), badRejected(p, 0);  // not vector<bool>: see above
   LoopbackGroup group(p, 1);
   runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
     Communicator a(t);
