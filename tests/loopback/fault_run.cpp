@@ -106,6 +106,11 @@ FaultRun runFaultScenario(const FaultScenario& sc) {
     std::lock_guard lock(states[r]->mutex);
     run.fired = run.fired || states[r]->fired;
     run.sent.push_back(states[r]->log);
+    if (r == sc.fault.rank && states[r]->faultedTag >= 0) {
+      run.faultedPeer = states[r]->faultedPeer;
+      run.faultedTag = states[r]->faultedTag;
+      run.faultedNumber = states[r]->faultedNumber;
+    }
   }
   std::vector<std::vector<float>> liveInputs;
   std::vector<std::vector<float>> liveOutputs;

@@ -23,6 +23,10 @@ struct FaultRun {
   double seconds = 0;  // slowest live rank: start of the allreduce to its result or error
   std::vector<std::optional<std::string>> errors;  // per rank
   std::vector<std::vector<SentMessage>> sent;      // per rank, with Fault::kNone only
+  // The faulted rank's damaged message (FaultState): peer, tag, number on its (transport, peer, tag).
+  int faultedPeer = -1;
+  int faultedTag = -1;
+  std::uint64_t faultedNumber = 0;
   std::string detail;                              // first wrong element or first error
 };
 

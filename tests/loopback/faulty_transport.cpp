@@ -92,7 +92,13 @@ RequestPtr FaultyTransport::isend(int peer, const void* data, std::size_t bytes,
         const auto* b = static_cast<const unsigned char*>(data);
         state_->log.push_back({transportId_, peer, tag, bytes, bytes >= 2 && b[0] == 'A' && b[1] == 'P'});
       }
+      const std::uint64_t number = state_->channelCount[{transportId_, peer, tag}]++;
       apply = config_.fault != Fault::kNone && index == config_.message;
+      if (apply) {
+        state_->faultedPeer = peer;
+        state_->faultedTag = tag;
+        state_->faultedNumber = number;
+      }
       if (apply && config_.fault == Fault::kStop) state_->stopped = state_->fired = true;
     }
   }

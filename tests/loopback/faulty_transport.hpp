@@ -9,9 +9,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "adaprec/transport.hpp"
@@ -60,6 +62,14 @@ struct FaultState {
   std::uint64_t counted = 0;
   int nextTransportId = 0;
   std::vector<SentMessage> log;  // every counted message (only for Fault::kNone)
+  // Counted messages so far per (transport, peer, tag): the message number a checksum names.
+  std::map<std::tuple<int, int, int>, std::uint64_t> channelCount;
+  // The message the fault was applied to: its peer, tag and number on that (transport, peer, tag).
+  // Which message is the N-th a rank sends can depend on thread timing (ring's sends on two tags
+  // interleave), so tests read it here instead of assuming it.
+  int faultedPeer = -1;
+  int faultedTag = -1;
+  std::uint64_t faultedNumber = 0;
   // A held-back message (reorder).
   bool holding = false;
   int heldTransportId = -1;
