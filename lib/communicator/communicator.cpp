@@ -386,8 +386,12 @@ AllreduceStats Communicator::allreduce(float* buf, std::size_t count,
   return allreduce(buf, buf, count, options);
 }
 
+// A function-try-block: whatever makes the call fail (a timeout, a damaged message, ranks that
+// disagree) is recorded on the timeline and written out before the error leaves, since the program
+// usually ends on it (MPI's fatal error handler, an uncaught exception) and would lose the buffered
+// events that show what led there.
 AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size_t count,
-                                       const AllreduceOptions& options) {
+                                       const AllreduceOptions& options) try {
   const std::uint64_t start = detail::fastClockTicks();
   ADAPREC_CHECK_ARG(options.format.selection != Selection::kAdaptive,
                     "format 'adaptive' is chosen by the trainer's controller, not by allreduce");
@@ -526,6 +530,9 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
 
   finish(stats);
   return stats;
+} catch (const Error& e) {
+  if (impl_ && impl_->timeline) impl_->timeline->failure(errorCodeName(e.code()), e.what(), count);
+  throw;
 }
 
 std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t> layerCounts,

@@ -68,7 +68,7 @@ std::shared_ptr<Timeline> Timeline::open(const std::string& path, int rank) {
   return timeline;
 }
 
-Timeline::Timeline(std::FILE* file, int rank) : file_(file), rank_(rank) {
+Timeline::Timeline(std::FILE* file, int rank) : lastWriteTicks_(fastClockTicks()), file_(file), rank_(rank) {
   events_.reserve(kFlushEvents);
   std::fputs("[\n", file_);
   std::fflush(file_);
@@ -83,8 +83,14 @@ Timeline::~Timeline() {
 
 void Timeline::push(const Event& event) {
   const std::lock_guard<std::mutex> lock(mutex_);
+  pushLocked(event);
+}
+
+void Timeline::pushLocked(const Event& event) {
   events_.push_back(event);
-  if (events_.size() >= kFlushEvents) writeLocked();
+  // Events are pushed when they end, so event.end is now (instants: their moment).
+  if (events_.size() >= kFlushEvents || fastClockSeconds(lastWriteTicks_, event.end) >= kFlushSeconds)
+    writeLocked();
 }
 
 void Timeline::span(Kind kind, std::uint64_t startTicks, std::uint64_t endTicks) {
@@ -106,8 +112,36 @@ void Timeline::instant(const std::string& name, const std::string& argsJson) {
   const std::uint64_t now = fastClockTicks();
   const std::lock_guard<std::mutex> lock(mutex_);
   instants_.emplace_back(name, argsJson);
-  events_.push_back(Event{Kind::kInstant, now, now, Format::kFp32, Algorithm::kNative, instants_.size() - 1, 0, 0});
-  if (events_.size() >= kFlushEvents) writeLocked();
+  pushLocked(Event{Kind::kInstant, now, now, Format::kFp32, Algorithm::kNative, instants_.size() - 1, 0, 0});
+}
+
+namespace {
+
+// `text` as a JSON string literal, quotes included (an error message may hold anything).
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void Timeline::failure(std::string_view code, std::string_view message, std::size_t count) {
+  instant("allreduce error", "{\"code\":" + jsonString(code) + ",\"message\":" + jsonString(message) +
+                                 ",\"count\":" + std::to_string(count) + "}");
+  flush();
 }
 
 void Timeline::flush() {
@@ -116,6 +150,7 @@ void Timeline::flush() {
 }
 
 void Timeline::writeLocked() {
+  lastWriteTicks_ = fastClockTicks();
   if (events_.empty()) return;
   text_.clear();
   char line[512];

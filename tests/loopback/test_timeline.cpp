@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -253,5 +255,72 @@ TEST_CASE("timeline: instant events between the calls, with their arguments", "[
     CHECK(order == std::vector<std::string>{"allreduce", "decision", "allreduce", "mark"});
     CHECK(std::is_sorted(times.begin(), times.end()));
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeline: a failing call is recorded and written before the error leaves", "[timeline]") {
+  // The program usually ends on the error (MPI's fatal handler aborts), so what led there must already
+  // be in the file: read here while the Communicator is alive, before any destructor could flush.
+  const std::filesystem::path dir = freshDirectory();
+  const std::string prefix = (dir / "failing").string();
+  std::vector<std::string> texts(2), codes(2);
+  LoopbackGroup group(2, 0);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.timelinePath = prefix;
+    Communicator comm(transport, options);
+    std::vector<float> data(4096, 1.0f);
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("fp16");
+    opt.algorithm = Algorithm::kRing;
+    comm.allreduce(data.data(), data.size(), opt);
+    try {
+      comm.allreduce(data.data(), rank == 0 ? 4096 : 4000, opt);  // ranks disagree on the count
+    } catch (const Error& e) {
+      codes[static_cast<std::size_t>(rank)] = errorCodeName(e.code());
+    }
+    texts[static_cast<std::size_t>(rank)] = readTextFile(prefix + ".rank" + std::to_string(rank) + ".json");
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    CHECK(codes[static_cast<std::size_t>(rank)] == "mismatch");
+    const json events = parseTimelineText(texts[static_cast<std::size_t>(rank)]);
+    std::vector<std::string> order;
+    for (const json& e : events) {
+      if (e.at("name") == "allreduce" || e.at("ph") == "i") order.push_back(e.at("name"));
+      if (e.at("name") != "allreduce error") continue;
+      CHECK(e.at("args").at("code") == "mismatch");
+      CHECK(e.at("args").at("count") == (rank == 0 ? 4096 : 4000));
+      CHECK_THAT(e.at("args").at("message").get<std::string>(), Catch::StartsWith("adaprec: "));
+    }
+    CHECK(order == std::vector<std::string>{"allreduce", "allreduce error"});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeline: events reach the file within a second, not only every 4096 events", "[timeline]") {
+  // A rank killed because another failed keeps what it did up to about a second before.
+  const std::filesystem::path dir = freshDirectory();
+  const std::string prefix = (dir / "periodic").string();
+  std::string text;
+  LoopbackGroup group(1, 0);
+  runLoopback(group, [&](int, std::shared_ptr<Transport> transport) {
+    CommunicatorOptions options;
+    options.timelinePath = prefix;
+    Communicator comm(transport, options);
+    std::vector<float> data(4096, 1.0f);
+    AllreduceOptions opt;
+    opt.format = parseFormatSpec("fp16");
+    opt.algorithm = Algorithm::kRing;
+    comm.allreduce(data.data(), data.size(), opt);
+    std::this_thread::sleep_for(std::chrono::duration<double>(detail::Timeline::kFlushSeconds * 1.1));
+    comm.allreduce(data.data(), data.size(), opt);
+    text = readTextFile(prefix + ".rank0.json");
+  });
+  // The second call's first event came over a second after the last write and wrote what was buffered:
+  // the first call (the second call's own events may still be buffered). Without the rule: nothing.
+  int calls = 0;
+  for (const json& e : parseTimelineText(text)) calls += e.at("name") == "allreduce" ? 1 : 0;
+  CHECK(calls >= 1);
   std::filesystem::remove_all(dir);
 }
