@@ -5,8 +5,9 @@ usage: timeline_summary.py FILE...    (e.g. run.rank*.json)
 
 Per format and algorithm, over every rank's file: the calls, their total time summed over ranks, and
 that time split into encode, decode (decode and decodeAdd), wait (blocked on transfers) and other (the
-rest of the call: agreement check, copies, averaging, posting messages). Files are read with the
-tolerant rule: a missing closing bracket is added and a cut last line is dropped.
+rest of the call: agreement check, copies, averaging, posting messages); then every failed call (its
+"allreduce error" event: rank, code, message). Files are read with the tolerant rule: a missing closing
+bracket is added and a cut last line is dropped.
 """
 import bisect
 import json
@@ -29,6 +30,7 @@ PARTS = {"encode": "encode", "decode": "decode", "decodeAdd": "decode", "wait": 
 
 def summarise(paths):
     rows = {}  # (format, algorithm) -> [calls, total, encode, decode, wait]
+    errors = []  # (rank, ts, code, count, message) of every "allreduce error" event
     ranks = set()
     for path in paths:
         events = read_timeline(path)
@@ -36,6 +38,10 @@ def summarise(paths):
         starts = [c["ts"] for c in calls]
         steps = {}
         for e in events:
+            if e.get("name") == "allreduce error" and e.get("ph") == "i":
+                a = e.get("args", {})
+                errors.append((e.get("pid"), e["ts"], a.get("code"), a.get("count"), a.get("message")))
+                ranks.add(e.get("pid"))
             part = PARTS.get(e.get("name"))
             if part is None:
                 continue
@@ -52,14 +58,14 @@ def summarise(paths):
             row[1] += c["dur"]
             for j, part in enumerate(("encode", "decode", "wait")):
                 row[2 + j] += steps.get(i, {}).get(part, 0.0)
-    return rows, len(ranks)
+    return rows, len(ranks), sorted(errors, key=lambda x: (x[0], x[1]))
 
 
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    rows, ranks = summarise(argv[1:])
+    rows, ranks, errors = summarise(argv[1:])
     print(f"{len(argv) - 1} files, {ranks} ranks; times in ms summed over ranks, shares of the call time")
     header = ("format", "algorithm", "calls", "total ms", "encode", "decode", "wait", "other")
     print("{:<10} {:<20} {:>7} {:>11} {:>7} {:>7} {:>7} {:>7}".format(*header))
@@ -68,6 +74,10 @@ def main(argv):
         share = (lambda x: f"{100 * x / total:6.1f}%") if total > 0 else (lambda x: "     -")
         print(f"{fmt:<10} {algo:<20} {calls:>7} {total / 1000:>11.3f} {share(enc):>7} {share(dec):>7} "
               f"{share(wait):>7} {share(other):>7}")
+    if errors:
+        print(f"{len(errors)} failed call(s):")
+        for rank, ts, code, count, message in errors:
+            print(f"  rank {rank} at {ts / 1e6:.3f} s: {code}, {count} elements: {message}")
     return 0
 
 
