@@ -43,6 +43,20 @@ const Call kCalls[] = {
 };
 constexpr int kRanks = 4;
 
+// What the small-timeline tests below run: a fp16 ring, the Communicator writing to `prefix`.
+AllreduceOptions fp16Ring() {
+  AllreduceOptions opt;
+  opt.format = parseFormatSpec("fp16");
+  opt.algorithm = Algorithm::kRing;
+  return opt;
+}
+
+CommunicatorOptions writingTo(const std::string& prefix) {
+  CommunicatorOptions options;
+  options.timelinePath = prefix;
+  return options;
+}
+
 std::filesystem::path freshDirectory() {
   static int serial = 0;
   const auto dir = std::filesystem::temp_directory_path() /
@@ -167,13 +181,9 @@ TEST_CASE("timeline: a second Communicator of the same rank and path appends", "
   for (int round = 0; round < 2; ++round) {
     LoopbackGroup group(2, 0);
     runLoopback(group, [&](int, std::shared_ptr<Transport> transport) {
-      CommunicatorOptions options;
-      options.timelinePath = prefix;
-      Communicator comm(transport, options);
+      Communicator comm(transport, writingTo(prefix));
       std::vector<float> data(4096, 1.0f);
-      AllreduceOptions opt;
-      opt.format = parseFormatSpec("fp16");
-      opt.algorithm = Algorithm::kRing;
+      const AllreduceOptions opt = fp16Ring();
       comm.allreduce(data.data(), data.size(), opt);
     });
   }
@@ -266,13 +276,9 @@ TEST_CASE("timeline: a failing call is recorded and written before the error lea
   std::vector<std::string> texts(2), codes(2);
   LoopbackGroup group(2, 0);
   runLoopback(group, [&](int rank, std::shared_ptr<Transport> transport) {
-    CommunicatorOptions options;
-    options.timelinePath = prefix;
-    Communicator comm(transport, options);
+    Communicator comm(transport, writingTo(prefix));
     std::vector<float> data(4096, 1.0f);
-    AllreduceOptions opt;
-    opt.format = parseFormatSpec("fp16");
-    opt.algorithm = Algorithm::kRing;
+    const AllreduceOptions opt = fp16Ring();
     comm.allreduce(data.data(), data.size(), opt);
     try {
       comm.allreduce(data.data(), rank == 0 ? 4096 : 4000, opt);  // ranks disagree on the count
@@ -305,13 +311,9 @@ TEST_CASE("timeline: events reach the file within a second, not only every 4096 
   std::string text;
   LoopbackGroup group(1, 0);
   runLoopback(group, [&](int, std::shared_ptr<Transport> transport) {
-    CommunicatorOptions options;
-    options.timelinePath = prefix;
-    Communicator comm(transport, options);
+    Communicator comm(transport, writingTo(prefix));
     std::vector<float> data(4096, 1.0f);
-    AllreduceOptions opt;
-    opt.format = parseFormatSpec("fp16");
-    opt.algorithm = Algorithm::kRing;
+    const AllreduceOptions opt = fp16Ring();
     comm.allreduce(data.data(), data.size(), opt);
     std::this_thread::sleep_for(std::chrono::duration<double>(detail::Timeline::kFlushSeconds * 1.1));
     comm.allreduce(data.data(), data.size(), opt);
