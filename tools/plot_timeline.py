@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Draw timeline files (ADAPREC_TIMELINE, docs/timeline.md) as a picture: one row per rank, every
 allreduce call a bar from its start to its end coloured by wire format, and the controller's decisions
-(instant events) as vertical lines labelled with the choice. Read with the tolerant rule, so files of a
+(instant events) as vertical lines labelled with the choice, and a failed call ("allreduce error") as a red
+cross on its rank's row, labelled with the error's code. Read with the tolerant rule, so files of a
 run still going or of a killed rank work too. Timestamps count from each process's own origin, so ranks
 of different processes are only roughly aligned.
 
@@ -50,6 +51,12 @@ def main():
             # An edge as wide as a line keeps calls shorter than a pixel visible.
             ax.broken_barh(bars, (row - 0.35, 0.7), facecolors=colour, edgecolors=colour, linewidth=0.6,
                            label=fmt if row == 0 else None)
+        for e in events:
+            if e.get("ph") == "i" and e.get("name") == "allreduce error":
+                t = (e["ts"] - origin) / 1e6
+                ax.plot([t], [row], marker="X", color="red", markersize=10, zorder=3)
+                ax.annotate(f"error: {e.get('args', {}).get('code', '?')}", (t, row), xytext=(6, -4),
+                            textcoords="offset points", fontsize=9, color="red")
         if row == 0:
             for e in events:
                 if e.get("ph") == "i" and e.get("name") == "decision":
