@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -134,6 +135,8 @@ void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* 
 
 // Whether the native algorithm can carry this format (fp32, bf16, fp16).
 bool nativeSupports(Format format);
+// Those formats' names for messages, from nativeSupports: "fp32, bf16 or fp16".
+std::string nativeFormatNames();
 
 // The auto rule (docs/algorithms.md, "auto"), in two parts. autoGuard: the cases decided without the
 // cost model (one rank; small messages; fp32 on one shared-memory node in host memory), where it

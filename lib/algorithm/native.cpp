@@ -6,6 +6,7 @@
 // transport performs, plus the initial rounding); fp32: none beyond fp32 summation rounding.
 // A buffer on a device is staged through host memory (copy down, the transport's allreduce, copy up).
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "adaprec/error.hpp"
@@ -19,9 +20,19 @@ bool nativeSupports(Format format) {
   return format == Format::kFp32 || format == Format::kBf16 || format == Format::kFp16;
 }
 
+std::string nativeFormatNames() {
+  std::vector<std::string> names;
+  for (Format format : allFormats())
+    if (nativeSupports(format)) names.emplace_back(formatName(format));
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
 void nativeAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   ADAPREC_CHECK(nativeSupports(ctx.format), ErrorCode::kUnsupported,
-                "algorithm native carries fp32, bf16 or fp16, not " << formatName(ctx.format));
+                "algorithm native carries " << nativeFormatNames() << ", not " << formatName(ctx.format));
   const int p = ctx.transport.size();
   if (p == 1 || count == 0) return;
   const std::size_t elementBytes = ctx.format == Format::kFp32 ? 4 : 2;

@@ -451,7 +451,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   }
   ADAPREC_CHECK(algorithm != Algorithm::kNative || detail::nativeSupports(format),
                 ErrorCode::kUnsupported,
-                "algorithm native carries fp32, bf16 or fp16, not " << formatName(format));
+                "algorithm native carries " << detail::nativeFormatNames() << ", not " << formatName(format));
   const bool feedback = options.format.errorFeedback && !isLossless(format);
 
   // The native path keeps MPI's own cost and semantics (no extra round trip for tiny messages) unless
@@ -546,7 +546,8 @@ std::vector<LayerChoice> Communicator::chooseFastest(std::span<const std::size_t
   // ADAPREC_ALGO=native picks among fp32, bf16 and fp16), and a list with none of them is refused.
   auto carried = [&](Format f) { return options.algorithm != Algorithm::kNative || detail::nativeSupports(f); };
   ADAPREC_CHECK_ARG(std::any_of(candidates.begin(), candidates.end(), carried),
-                    "chooseFastest: algorithm native carries fp32, bf16 or fp16, none of the candidate formats");
+                    "chooseFastest: algorithm native carries " << detail::nativeFormatNames()
+                                                                << ", none of the candidate formats");
   const AllreduceStats savedTotals = impl_->totals;
   std::map<std::size_t, LayerChoice> measured;
   std::vector<float> scratch;

@@ -50,7 +50,7 @@ EnvironmentConfig EnvironmentConfig::fromEnvironment() {
   if (config.algorithm == Algorithm::kNative && config.format.selection == Selection::kFixed &&
       !detail::nativeSupports(config.format.format))
     ADAPREC_FAIL(ErrorCode::kInvalidArgument,
-                 kEnvAlgo << "='native' carries fp32, bf16 or fp16 only; " << kEnvFormat << "='"
+                 kEnvAlgo << "='native' carries " << detail::nativeFormatNames() << " only; " << kEnvFormat << "='"
                           << toString(config.format) << "' needs another algorithm (auto, ring, twoshot, ...)");
   config.minBytes = static_cast<std::size_t>(detail::readEnvironmentUnsigned(kEnvMinBytes).value_or(kDefaultMinBytes));
   config.stats = detail::readEnvironmentFlag(kEnvStats).value_or(false);
