@@ -4,7 +4,10 @@
  * compressed allreduce with the format of ADAPREC_FORMAT (default fp32) and the algorithm of
  * ADAPREC_ALGO (default auto); every other call goes to PMPI_Allreduce unchanged, so it behaves exactly
  * like plain MPI. Invalid environment values print one error line naming the variable and its valid
- * values and call MPI_Abort. No C++ exception ever crosses this API. libadaprec-preload.so exports
+ * values and call MPI_Abort: the first call on each intracommunicator (whatever its type) agrees on
+ * that across the communicator's ranks in one tiny extra allreduce, so the job stops at once whichever
+ * ranks hold the value (under the preload library MPI_Init does it instead). No C++ exception ever
+ * crosses this API. libadaprec-preload.so exports
  * MPI_Allreduce on top of this, so unmodified programs can use it through LD_PRELOAD. */
 #ifndef ADAPREC_ADAPREC_MPI_H
 #define ADAPREC_ADAPREC_MPI_H

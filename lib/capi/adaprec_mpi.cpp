@@ -45,8 +45,10 @@ std::mutex& keyvalMutex() {
 int stateKeyval = MPI_KEYVAL_INVALID;
 
 // What AdaPrec keeps on an MPI communicator (as an attribute, so it is freed with the communicator):
-// whether the ranks agreed on the ADAPREC_* settings, and the Communicator once one is needed.
+// whether the ranks agreed that their ADAPREC_* environments are valid and on the settings, and the
+// Communicator once one is needed.
 struct CommState {
+  bool configValid = false;  // the ranks agreed every environment is valid (detail::agreeOnConfig)
   bool agreed = false;
   std::unique_ptr<Communicator> communicator;
 };
@@ -123,12 +125,22 @@ int errorClassFor(adaprec::ErrorCode code) {
 
 extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                                  MPI_Op op, MPI_Comm comm) {
-  const adaprec::EnvironmentConfig& config = adaprec::detail::capiConfigOrAbort();
-  if (datatype != MPI_FLOAT || op != MPI_SUM || comm == MPI_COMM_NULL || count <= 0)
-    return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
   int inter = 0;
-  MPI_Comm_test_inter(comm, &inter);
-  if (inter) return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
+  if (comm != MPI_COMM_NULL) MPI_Comm_test_inter(comm, &inter);
+  // A program calling the C API directly (no preload library, whose MPI_Init agrees on it for the
+  // whole job) agrees at its first call on each communicator, whatever the call: an invalid value on
+  // rank 3 only stops the job at once, instead of 30 s later (rank 3 could not know whether rank 0
+  // had seen it too). One tiny allreduce per communicator; an intercommunicator has no such agreement.
+  if (comm != MPI_COMM_NULL && !inter && !adaprec::detail::configAgreedOnWorld()) {
+    CommState& state = stateFor(comm);
+    if (!state.configValid) {
+      adaprec::detail::agreeOnConfig(comm);
+      state.configValid = true;
+    }
+  }
+  const adaprec::EnvironmentConfig& config = adaprec::detail::capiConfigOrAbort();
+  if (datatype != MPI_FLOAT || op != MPI_SUM || comm == MPI_COMM_NULL || count <= 0 || inter)
+    return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
   CommState& state = stateFor(comm);
   if (const int rc = agreeSettings(comm, state, config); rc != MPI_SUCCESS) return rc;
   const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);

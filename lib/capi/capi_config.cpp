@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,25 +70,45 @@ const EnvironmentConfig& capiConfigOrAbort() {
   return parsed.config;
 }
 
-void agreeOnConfigAtInit() {
+void agreeOnConfig(MPI_Comm comm) {
   const ParsedConfig& parsed = parsedConfig();
-  // MPI_Init is collective over MPI_COMM_WORLD, so one allreduce there finds the lowest rank whose
-  // environment is invalid: it reports at once, whichever rank it is (an invalid value on rank 1 only
-  // used to stop the job 30 s late, after rank 0 had started work).
+  // One allreduce finds the lowest rank whose environment is invalid: it reports at once, whichever
+  // rank it is (an invalid value on rank 1 only used to stop the job 30 s late, after rank 0 had
+  // started work).
   int rank = 0, size = 1;
-  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
   const int mine = parsed.error ? rank : size;
   int first_invalid = size;
-  if (PMPI_Allreduce(&mine, &first_invalid, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS) {
+  if (PMPI_Allreduce(&mine, &first_invalid, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
     capiConfigOrAbort();  // no agreement possible: the uncoordinated path
     return;
   }
   if (first_invalid == size) return;
   if (rank == first_invalid) reportAndAbort(*parsed.error);
+  // Name the reporting rank as MPI_COMM_WORLD numbers it (the job's log does).
+  int world_rank = first_invalid;
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  if (PMPI_Comm_group(comm, &group) == MPI_SUCCESS && PMPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS) {
+    PMPI_Group_translate_ranks(group, 1, &first_invalid, world, &world_rank);
+  }
+  if (group != MPI_GROUP_NULL) PMPI_Group_free(&group);
+  if (world != MPI_GROUP_NULL) PMPI_Group_free(&world);
   waitForAbortThenReport(parsed.error ? *parsed.error
-                                      : "adaprec: rank " + std::to_string(first_invalid) +
+                                      : "adaprec: rank " + std::to_string(world_rank) +
                                             "'s ADAPREC_* environment is invalid (see its line above)");
 }
+
+namespace {
+std::atomic<bool> agreedOnWorld{false};
+}  // namespace
+
+void agreeOnConfigAtInit() {
+  // MPI_Init is collective over MPI_COMM_WORLD.
+  agreeOnConfig(MPI_COMM_WORLD);
+  agreedOnWorld.store(true);
+}
+
+bool configAgreedOnWorld() { return agreedOnWorld.load(); }
 
 }  // namespace adaprec::detail
