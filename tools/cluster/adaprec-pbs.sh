@@ -36,19 +36,13 @@ BENCH_SIZES=${BENCH_SIZES:--b 4K -e 256M -f 4 -n 20 -w 5}
 BENCH_ARGS=${BENCH_ARGS:---formats fp32,bf16,fp16,fp8s,table4,table2 --algos auto,hierarchical,twoshot --json bench-${PBS_JOBID:-local}.json}
 
 # ---- AdaPrec's environment: every exported ADAPREC_* variable is passed to every rank -------------
-# Read by the library in every program (adaprec-train, adaprec-bench, C API, LD_PRELOAD):
-#   ADAPREC_RANKS_PER_NODE=k  treat k consecutive ranks as one node (hierarchical, auto); default: the
-#                             real nodes (MPI shared-memory domains). Leave unset on a real cluster.
-#   ADAPREC_CPU_ISA=generic|avx2|avx512  force the host codec's instruction set (same bytes); default:
-#                             the widest the CPU has.
-#   ADAPREC_SEGMENT_COUNT=n   pipelining segment in elements; default 262144 (1 MiB of fp32). Testing.
-# Read only by the C API and the LD_PRELOAD library (adaprec-train/-bench take --format/--algo):
-#   ADAPREC_FORMAT=f          fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, each optionally +ef, or
-#                             fastest; default fp32 (exact pass-through)
-#   ADAPREC_ALGO=a            auto native ring twoshot rabenseifner recursive_doubling hierarchical;
-#                             default auto
-#   ADAPREC_MIN_BYTES=n       float sums smaller than n bytes go to MPI_Allreduce unchanged; default 65536
-#   ADAPREC_STATS=1           rank 0 prints the summed counters at MPI_Finalize; default 0
+# Every ADAPREC_* variable, its valid values and default: `adaprec-codec env` (the library's own table;
+# docs/cluster.md prints the same). The ones a job most often sets:
+#   ADAPREC_FORMAT=f, ADAPREC_ALGO=a  wire format and algorithm of the C API and the LD_PRELOAD library
+#                             (adaprec-train and adaprec-bench take --format/--algo instead)
+#   ADAPREC_RANKS_PER_NODE=k  treat k consecutive ranks as one node; leave unset on a real cluster
+#   ADAPREC_CALIBRATION=file  keep auto's link measurements for the next job on the same nodes
+#   ADAPREC_TIMELINE=prefix   one Chrome trace per rank (docs/timeline.md)
 # Read by bind-gpu.sh: ADAPREC_GPUS_PER_NODE (default: counted by nvidia-smi), ADAPREC_BIND_VERBOSE=1.
 # An invalid value is an error that names the variable and its valid values.
 # export ADAPREC_CPU_ISA=avx2
