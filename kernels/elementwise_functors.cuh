@@ -13,15 +13,6 @@
 
 namespace adaprec::kernels {
 
-// a - b, correctly rounded (the host path's subtraction; __fsub_rn on the device, never fused).
-ADAPREC_HD float subRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
 // out[i] = saturatingAdd(src[i], residual[i]): the value error feedback encodes.
 struct AddResidual {
   using Shared = NoShared;
@@ -36,7 +27,8 @@ struct AddResidual {
   }
 };
 
-// residual[i] = withResidual[i] - decoded[i]: the new quantization error.
+// residual[i] = withResidual[i] - decoded[i]: the new quantization error (0 where not finite:
+// detail::feedbackResidual, the host path's).
 struct UpdateResidual {
   using Shared = NoShared;
   const float* withResidual;
@@ -46,7 +38,7 @@ struct UpdateResidual {
   template <class Ctx>
   ADAPREC_HD void operator()(Ctx& ctx) const {
     for (std::size_t i = globalThread(ctx); i < count; i += globalThreads(ctx))
-      residual[i] = subRn(withResidual[i], decoded[i]);
+      residual[i] = detail::feedbackResidual(withResidual[i], decoded[i]);
   }
 };
 

@@ -20,7 +20,7 @@ void HostDeviceCodec::encodeWithResidual(Format format, const float* src, float*
   for (std::size_t i = 0; i < n; ++i) withResidual_[i] = saturatingAdd(src[i], residual[i]);
   adaprec::encode(format, withResidual_.data(), n, chunk, bytes);
   adaprec::decode(format, chunk, bytes, decoded_.data(), n);
-  for (std::size_t i = 0; i < n; ++i) residual[i] = withResidual_[i] - decoded_[i];
+  for (std::size_t i = 0; i < n; ++i) residual[i] = feedbackResidual(withResidual_[i], decoded_[i]);
 }
 
 void HostDeviceCodec::decode(Format format, const std::byte* chunk, std::size_t bytes, float* dst, std::size_t n) {

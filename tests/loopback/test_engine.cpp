@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -286,6 +287,64 @@ TEST_CASE("error feedback makes repeated reductions unbiased", "[engine]") {
                                     << ", with ef " << feedback);
       REQUIRE(plain > 0);
       REQUIRE(feedback < 0.35 * plain);
+    }
+  }
+}
+
+TEST_CASE("a non-finite value or an overflow costs error feedback one call, not the tensor", "[engine]") {
+  // Call 1 carries +Inf on rank 0, a NaN on rank 1 (in Table-N's second chunk) and 40000 on every rank
+  // at one element (its fp16 partial sums overflow to Inf); its result is non-finite there, as without
+  // feedback. The residual of such an element is reset, not kept as NaN or -Inf: the next calls, with
+  // finite inputs, are finite everywhere (the residuals used to poison those elements, or table4's whole
+  // chunk, in every later call). Call 2 still delivers what call 1 could send of the finite values
+  // beside them (fp8s's block around the Inf was scaled to it), as feedback does; call 3 is then as
+  // accurate as on a communicator that never saw call 1.
+  const int p = 3;
+  const std::size_t count = 9000;
+  for (Algorithm algorithm : kCompressed) {
+    for (const char* spec : {"fp16+ef", "fp8s+ef", "table4+ef"}) {
+      INFO(algorithmName(algorithm) << " " << spec);
+      AllreduceOptions opt = optionsFor(spec, algorithm);
+      opt.key = "w";
+      std::vector<std::vector<float>> poisoned(p), control(p);
+      std::vector<std::vector<float>> exact(2, std::vector<float>(count, 0.0f));
+      for (int step = 0; step < 2; ++step) {  // calls 2 and 3
+        for (int r = 0; r < p; ++r) {
+          const std::vector<float> x = makeInput(r, count, false, kSeed + 31u * step);
+          for (std::size_t i = 0; i < count; ++i) exact[step][i] += x[i];
+        }
+      }
+      LoopbackGroup group(p, 1);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+        Communicator seen(t), fresh(t);
+        std::vector<float> bad = makeInput(rank, count, false, kSeed + 7);
+        if (rank == 0) bad[7] = std::numeric_limits<float>::infinity();
+        if (rank == 1) bad[4100] = std::numeric_limits<float>::quiet_NaN();
+        bad[11] = 40000.0f;
+        seen.allreduce(bad.data(), count, opt);
+        for (int step = 0; step < 2; ++step) {
+          std::vector<float> a = makeInput(rank, count, false, kSeed + 31u * step), b = a;
+          seen.allreduce(a.data(), count, opt);
+          fresh.allreduce(b.data(), count, opt);
+          poisoned[rank].insert(poisoned[rank].end(), a.begin(), a.end());
+          control[rank].insert(control[rank].end(), b.begin(), b.end());
+        }
+      });
+      for (int step = 0; step < 2; ++step) {
+        double errorSeen = 0, errorFresh = 0;
+        std::size_t nonFinite = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+          const float got = poisoned[0][step * count + i];
+          nonFinite += !std::isfinite(got);
+          errorSeen += std::fabs(got - exact[step][i]);
+          errorFresh += std::fabs(control[0][step * count + i] - exact[step][i]);
+        }
+        INFO("call " << step + 2 << ": " << nonFinite << " non-finite, mean |error| " << errorSeen / count
+                     << " against " << errorFresh / count << " on a fresh communicator");
+        REQUIRE(nonFinite == 0);
+        if (step == 1) CHECK(errorSeen <= 2 * errorFresh + 1e-6 * count);
+      }
+      for (int r = 1; r < p; ++r) CHECK(std::memcmp(poisoned[r].data(), poisoned[0].data(), poisoned[0].size() * 4) == 0);
     }
   }
 }

@@ -93,6 +93,15 @@ ADAPREC_HD float saturatingAdd(float a, float b) {
   return bitsFloat(s - overflow);
 }
 
+// Error feedback's new residual: the quantization error withResidual - decoded, correctly rounded,
+// or 0 where that is not finite (a non-finite input, a value the format overflowed to ±Inf, a Table-N
+// chunk decoded as NaN). Carried on, such a residual (Inf - Inf = NaN, 80000 - Inf = -Inf) would make
+// that element non-finite in every later call on the same tensor, finite inputs or not.
+ADAPREC_HD float feedbackResidual(float withResidual, float decoded) {
+  const float r = addRn(withResidual, -decoded);
+  return (floatBits(r) & kF32AbsMask) < kF32InfBits ? r : 0.0f;
+}
+
 // Any NaN (either sign, any payload) as the default quiet NaN 0x7fc00000; other values unchanged.
 // Which NaN an addition of two NaNs returns depends on the operand order (x86 keeps the first):
 // algorithms whose ranks add in different orders make them canonical to stay bit-identical.
