@@ -339,23 +339,24 @@ class Communicator:
 
     def reset_feedback(self, key=None):
         """Forgets the residuals of one key, or of every key."""
-        _check(_capi.lib.AdaPrec_CommResetFeedback(self._live(), None if key is None else key.encode()))
+        _check(_capi.lib.AdaPrec_CommResetFeedback(self._live(), None if key is None else _text(key, "key")))
 
     def feedback(self, key):
         """(algorithm, list of float32 numpy arrays, one per slot) of a key, or None if unknown."""
         import numpy
 
         handle = self._live()
+        name = _text(key, "key")
         count, slots = ctypes.c_uint64(), ctypes.c_uint64()
         algo = ctypes.create_string_buffer(32)
-        _check(_capi.lib.AdaPrec_CommFeedbackInfo(handle, key.encode(), ctypes.byref(count),
+        _check(_capi.lib.AdaPrec_CommFeedbackInfo(handle, name, ctypes.byref(count),
                                                   ctypes.byref(slots), algo, len(algo)))
         if slots.value == 0 and count.value == 0 and not algo.value:
             return None
         arrays = []
         for slot in range(slots.value):
             values = numpy.empty(count.value, dtype=numpy.float32)
-            _check(_capi.lib.AdaPrec_CommGetFeedback(handle, key.encode(), slot,
+            _check(_capi.lib.AdaPrec_CommGetFeedback(handle, name, slot,
                                                      values.ctypes.data, count.value))
             arrays.append(values)
         return algo.value.decode(), arrays
@@ -364,10 +365,12 @@ class Communicator:
         """Replaces a key's residuals: `slots` is a list of equally long float32 arrays."""
         import numpy
 
+        name, algo = _text(key, "key"), _text(algorithm, "algorithm")
         data = numpy.ascontiguousarray(numpy.stack(slots) if slots else numpy.zeros((0, 0)),
                                        dtype=numpy.float32)
-        count = data.shape[1] if data.ndim == 2 else 0
-        _check(_capi.lib.AdaPrec_CommSetFeedback(self._live(), key.encode(), algorithm.encode(), count,
+        if data.ndim != 2:  # numbers instead of arrays would stack to 1-D: slots of no elements
+            raise ValueError(f"slots must be a list of equally long 1-D float32 arrays, got shape {data.shape}")
+        _check(_capi.lib.AdaPrec_CommSetFeedback(self._live(), name, algo, data.shape[1],
                                                  data.shape[0], data.ctypes.data))
 
 

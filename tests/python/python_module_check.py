@@ -273,6 +273,15 @@ def main():
         moved = other.feedback("moved")
         check(moved is not None and all(a.tobytes() == b.tobytes() for a, b in zip(moved[1], state[1])),
               "set_feedback then feedback")
+    # A key with a NUL is refused by every feedback function, as by allreduce (C would read the key
+    # cut at the NUL: another tensor's residuals); numbers instead of arrays are no slots.
+    for what, call in (("feedback", lambda: other.feedback("moved\0x")),
+                       ("reset_feedback", lambda: other.reset_feedback("moved\0x")),
+                       ("set_feedback", lambda: other.set_feedback("moved\0x", "ring", [np.ones(4, np.float32)]))):
+        expect_error(lambda r: ValueError, f"{what} with a NUL in the key", call)
+    check(other.feedback("moved") is not None, "a key with a NUL left the key before the NUL alone")
+    expect_error(lambda r: ValueError, "set_feedback with numbers for slots",
+                 lambda: other.set_feedback("s", "ring", [1.0, 2.0]))
     expect_error(lambda r: adaprec.InvalidArgumentError, "malformed feedback blob",
                  lambda: other.load_feedback(blob[:-3]))
     other.free()
