@@ -181,7 +181,7 @@ class HookState:
         if isinstance(spec, Exception):
             try:
                 self.communicator.allreduce(buffer, format=None, algo=self.algo, check=self.check)
-            except TypeError:  # format=None: this rank's invalid input, told to the others
+            except (TypeError, ValueError):  # format=None or the buffer itself: told to the others
                 pass
             raise spec
         key = self._key_for_layout(layout) if layout is not None else None
@@ -268,6 +268,9 @@ def hook(state, bucket):
     buffer = bucket.buffer()
     stream = None
     try:
+        if buffer.layout != torch.strided:  # DDP puts sparse gradients in buckets of their own
+            raise ValueError(f"adaprec.torch.hook: a bucket of {buffer.layout} gradients (nn.Embedding(sparse=True) "
+                             f"or similar); the hook reduces dense gradients only: make them dense (sparse=False)")
         spec = state.format_for(bucket)
         layout = _Layout(bucket) if isinstance(spec, str) and "+ef" in spec else None
         if buffer.is_cuda:  # the stream the bucket's gradients were queued on
@@ -290,9 +293,9 @@ def _whole(name, value, least=0):
     unsigned integers: a negative one wrapped around, and a negative count crashed)."""
     from . import _capi
 
-    if isinstance(value, bool) or int(value) != value or value < least:
-        raise adaprec.InvalidArgumentError(f"adaprec: {name} must be an integer >= {least}, got {value!r}",
-                                           _capi.ERR_INVALID_ARGUMENT)
+    if isinstance(value, bool) or int(value) != value or value < least or value >= 2**64:
+        raise adaprec.InvalidArgumentError(f"adaprec: {name} must be an integer from {least} to 2^64-1, "
+                                           f"got {value!r}", _capi.ERR_INVALID_ARGUMENT)
     return int(value)
 
 

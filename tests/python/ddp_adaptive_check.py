@@ -191,8 +191,10 @@ def schedule_checks():
                          ({"lr_schedule": "cosine:10", "learning_rate": step_lr}, "not both"),
                          ({"lr_schedule": 0.1}, "must be a spec string"),
                          # negative counts wrapped around in the C API (a 30-step run did 6 phases)
-                         ({"continuation_steps": -5}, "continuation_steps must be an integer >= 1"),
-                         ({"total_steps": -10}, "total_steps must be an integer >= 0")):
+                         ({"continuation_steps": -5}, "continuation_steps must be an integer from 1 to 2^64-1"),
+                         # and 2^64 wrapped to 0: "continuation steps ... must be >= 1", a misleading line
+                         ({"continuation_steps": 2**64}, "continuation_steps must be an integer from 1 to 2^64-1"),
+                         ({"total_steps": -10}, "total_steps must be an integer from 0 to 2^64-1")):
         try:
             driver(**kwargs)
             check(False, f"{kwargs} was accepted")
@@ -201,8 +203,9 @@ def schedule_checks():
     # schedule_rates: a negative count crashed (segfault), a negative first step wrapped to 2^64 - 5.
     check(adaprec_torch.schedule_rates("cosine:100", 0, 2) == [1.0, 0.5 * (1 + math.cos(math.pi / 100))],
           "schedule_rates cosine:100 at steps 0, 1")
-    for args, says in ((("cosine:100", 0, -1), "count must be an integer >= 0"),
-                       (("cosine:100", -5, 3), "first must be an integer >= 0"),
+    for args, says in ((("cosine:100", 0, -1), "count must be an integer from 0 to 2^64-1"),
+                       (("cosine:100", -5, 3), "first must be an integer from 0 to 2^64-1"),
+                       (("constant", 2**64, 1), "first must be an integer from 0 to 2^64-1"),
                        (("cosine:100\0junk", 0, 3), "contains a NUL character")):
         try:
             adaprec_torch.schedule_rates(*args)

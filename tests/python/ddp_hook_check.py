@@ -172,6 +172,22 @@ def main():
             state.close()
             world.Barrier()
 
+    # 5. Sparse gradients (nn.Embedding(sparse=True)) are refused on every rank with a line that says
+    #    so (it used to tell a DDP user, who passed no tensor, to "pass tensor.to_dense()").
+    torch.manual_seed(0)
+    sparse = torch.nn.parallel.DistributedDataParallel(nn.Embedding(100, 8, sparse=True))
+    state = adaprec_torch.HookState(format="fp16", algo="twoshot")
+    sparse.register_comm_hook(state, adaprec_torch.hook)
+    try:
+        sparse(torch.tensor([[1, 2, 3]])).sum().backward()
+        check(False, "sparse gradients: backward() raised nothing")
+    except ValueError as e:
+        check("sparse=False" in str(e), f"sparse gradients: message {e}")
+    except Exception as e:  # noqa: BLE001 - reported as a failure
+        check(False, f"sparse gradients: {type(e).__name__}: {e}")
+    state.close()
+    world.Barrier()
+
     everyone = world.allgather(failures)
     if rank == 0:
         for rank_failures in everyone:
