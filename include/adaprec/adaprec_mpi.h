@@ -185,7 +185,8 @@ typedef struct AdaPrec_ControllerOptions {
   uint64_t continuationSteps; /* at least this many steps after each decision (default 300) */
   double maxOverhead;         /* (0, 1]: continuations are lengthened until the abandoned branches are
                                  at most this share of a phase's time (default 0.25; 1: fixed) */
-  uint64_t totalSteps;        /* the step training ends at (predictions stop there); 0: unknown */
+  uint64_t totalSteps;        /* the step training ends at (predictions stop there; a phase at or past
+                                 it predicts one step beyond its branches); 0: unknown */
   uint64_t validationImages;  /* images behind each accuracy (binomial noise in the fit); 0: unknown */
   double stepsPerEpoch;       /* for the record's "epoch" field only; 0: the record's epoch is 0 */
   int rule;                   /* ADAPREC_RULE_GAIN (default) or ADAPREC_RULE_RISK */
@@ -201,7 +202,8 @@ typedef struct AdaPrec_Decision {
   double predictedMean;       /* its predicted validation accuracy at predictedStep */
   double predictedSd;
   uint64_t predictedStep;     /* absolute step of that prediction */
-  uint64_t continuationSteps; /* continue this many steps after the chosen branch's end, then the next phase */
+  uint64_t continuationSteps; /* continue this many steps after the chosen branch's end, then the next
+                                 phase (at most 2^53, however small maxOverhead or the step times) */
 } AdaPrec_Decision;
 
 const char *AdaPrec_ControllerLastError(void);
@@ -210,7 +212,8 @@ void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions *options);
  * NULL: the defaults. */
 int AdaPrec_ControllerCreate(const char *const *candidates, size_t count,
                              const AdaPrec_ControllerOptions *options, AdaPrec_Controller *out);
-/* NULL is accepted. */
+/* NULL is accepted. A freed handle is refused by every call (ADAPREC_ERR_INVALID_ARGUMENT) until a
+ * later AdaPrec_ControllerCreate is given the same address. */
 int AdaPrec_ControllerFree(AdaPrec_Controller controller);
 /* Starts a phase whose branches all start at absolute step `step` (forgets the last phase's points). */
 int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step);

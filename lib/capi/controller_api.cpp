@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iomanip>
 #include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,11 +76,29 @@ int guarded(const char* function, Body&& body) {
   }
 }
 
+// Every live handle: a freed one is refused without reading its memory (a new controller may have been
+// given the same address: the magic number alone let a freed handle drive it).
+std::mutex& liveMutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<const AdaPrec_ControllerObject*>& liveHandles() {
+  static std::set<const AdaPrec_ControllerObject*> live;
+  return live;
+}
+
 AdaPrec_ControllerObject& objectOf(AdaPrec_Controller controller) {
   ADAPREC_CHECK_ARG(controller != nullptr, "null AdaPrec_Controller");
+  {
+    std::lock_guard lock(liveMutex());
+    ADAPREC_CHECK_ARG(liveHandles().count(controller) != 0, "not a live AdaPrec_Controller (freed or never created)");
+  }
   ADAPREC_CHECK_ARG(controller->magic == kMagic, "not a live AdaPrec_Controller (freed or never created)");
   return *controller;
 }
+
+// Steps travel as doubles (the predictor's x): beyond 2^53 they are no longer exact.
+constexpr std::uint64_t kMaxStep = std::uint64_t{1} << 53;
 
 std::size_t candidateIndex(const AdaPrec_ControllerObject& c, const char* name) {
   ADAPREC_CHECK_ARG(name != nullptr, "candidate must not be NULL");
@@ -100,7 +121,12 @@ ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::Cont
   phase.pruned = c.pruned;
   phase.speculationOrder = c.asked;
   if (!c.asked.empty()) {
-    for (const ctl::CandidateObservation& o : c.observations) phase.pruningStepSeconds.push_back(o.secondsPerStep);
+    // What the not_faster verdicts used: the reported samples' medians (a branch's points report its own
+    // step time later, into its observation).
+    for (std::size_t i = 0; i < c.observations.size(); ++i) {
+      phase.pruningStepSeconds.push_back(c.stepSamples[i].empty() ? c.observations[i].secondsPerStep
+                                                                  : ctl::median(c.stepSamples[i]));
+    }
     phase.pruningStepSamples = c.stepSamples;
   }
   std::uint64_t longest = 1;
@@ -117,7 +143,10 @@ ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::Cont
     phase.speculationSeconds += phase.branchSeconds.back();
   }
   phase.observations = c.observations;
-  phase.remainingSteps = c.totalSteps > c.start ? c.totalSteps - c.start : std::numeric_limits<std::uint32_t>::max();
+  // totalSteps 0: the end is unknown. A phase at or past a known end predicts one step beyond its
+  // branches (remainingSteps 0), never as if the end were unknown.
+  phase.remainingSteps = c.totalSteps == 0 ? std::numeric_limits<std::uint32_t>::max()
+                                           : (c.totalSteps > c.start ? c.totalSteps - c.start : 0);
   // Branches that reach the end of training still get a decision (predicted one step beyond), as in
   // adaprec-train, whose last phase may end exactly there.
   config.speculativeSteps = longest;
@@ -183,6 +212,8 @@ extern "C" int AdaPrec_ControllerCreate(const char* const* candidates, size_t co
     object->stepsPerEpoch = o.stepsPerEpoch;
     object->totalSteps = o.totalSteps;
     object->validationImages = o.validationImages;
+    std::lock_guard lock(liveMutex());
+    liveHandles().insert(object.get());
     *out = object.release();
   });
 }
@@ -191,12 +222,20 @@ extern "C" int AdaPrec_ControllerFree(AdaPrec_Controller controller) {
   return guarded(__func__, [&] {
     if (controller == nullptr) return;
     objectOf(controller).magic = 0;
+    {
+      std::lock_guard lock(liveMutex());
+      liveHandles().erase(controller);
+    }
     delete controller;
   });
 }
 
 extern "C" int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step) {
-  return guarded(__func__, [&] { beginPhase(objectOf(controller), step); });
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    ADAPREC_CHECK_ARG(step < kMaxStep, "step " << step << " is beyond 2^53 (steps must stay exact as doubles)");
+    beginPhase(c, step);
+  });
 }
 
 extern "C" int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, const char* candidate, uint64_t step,
@@ -206,12 +245,19 @@ extern "C" int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, cons
     const std::size_t i = candidateIndex(c, candidate);
     ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
     ADAPREC_CHECK_ARG(std::isfinite(accuracy) && accuracy >= 0 && accuracy <= 1,
-                      "candidate " << candidate << ": accuracy " << accuracy << " is not in [0, 1]");
+                      "candidate " << candidate << ": accuracy " << std::setprecision(17) << accuracy
+                                   << " is not in [0, 1]");
     ADAPREC_CHECK_ARG(std::isfinite(secondsPerStep) && secondsPerStep >= 0,
-                      "candidate " << candidate << ": seconds per step " << secondsPerStep);
+                      "candidate " << candidate << ": seconds per step " << std::setprecision(17) << secondsPerStep);
     ctl::CandidateObservation& o = c.observations[i];
+    // 0 means "not measured", which only a branch's first point (its start) may say.
+    ADAPREC_CHECK_ARG(secondsPerStep > 0 || o.steps.empty(),
+                      "candidate " << candidate << ": seconds per step 0 at step " << step
+                                   << " (0 is allowed only at the branch's first point)");
     ADAPREC_CHECK_ARG(step >= c.start, "candidate " << candidate << ": step " << step << " is before the phase's start "
                                                     << c.start);
+    ADAPREC_CHECK_ARG(step < kMaxStep, "candidate " << candidate << ": step " << step
+                                                    << " is beyond 2^53 (steps must stay exact as doubles)");
     const double relative = static_cast<double>(step - c.start);
     ADAPREC_CHECK_ARG(o.steps.empty() ? relative == 0 : relative > o.steps.back(),
                       "candidate " << candidate << ": step " << step
@@ -221,7 +267,7 @@ extern "C" int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, cons
                                    << ")");
     o.steps.push_back(relative);
     o.accuracies.push_back(accuracy);
-    if (secondsPerStep > 0 || o.steps.size() > 1) o.secondsPerStep = secondsPerStep;
+    if (secondsPerStep > 0) o.secondsPerStep = secondsPerStep;
   });
 }
 
@@ -241,6 +287,8 @@ extern "C" int AdaPrec_ControllerScheduleRates(const char* spec, uint64_t first,
   return guarded(__func__, [&] {
     ADAPREC_CHECK_ARG(spec != nullptr, "spec must not be NULL");
     ADAPREC_CHECK_ARG(rates != nullptr || count == 0, "rates must not be NULL");
+    ADAPREC_CHECK_ARG(first < kMaxStep && count <= kMaxStep - first,
+                      "steps " << first << " + " << count << " reach beyond 2^53 (steps must stay exact as doubles)");
     const adaprec::predictor::LrSchedule schedule = adaprec::predictor::LrSchedule::parse(spec);
     const double peak = schedule.peak();
     for (std::size_t k = 0; k < count; ++k) rates[k] = schedule.lrAt(static_cast<double>(first + k)) / peak;
@@ -282,6 +330,11 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
     const std::size_t i = candidateIndex(c, candidate);
     ADAPREC_CHECK_ARG(speculate != nullptr, "speculate must not be NULL");
     ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    if (!c.config.prune) {  // the header's "0: always yes", step times or not
+      ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << "'s branch was already reported");
+      *speculate = 1;
+      return;
+    }
     for (std::size_t k = 0; k < c.stepSamples.size(); ++k) {
       ADAPREC_CHECK_ARG(!c.stepSamples[k].empty(), "candidate " << c.config.candidates[k] << " has no step time: report "
                                                    "every candidate's (AdaPrec_ControllerReportStepTime) first");

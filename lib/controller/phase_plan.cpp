@@ -51,8 +51,11 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
     ADAPREC_CHECK_ARG(phase.observations[c].secondsPerStep > 0 && std::isfinite(phase.observations[c].secondsPerStep),
                       "candidate " << config.candidates[c] << ": seconds per step " << phase.observations[c].secondsPerStep);
     const double abandoned = std::max(0.0, phase.speculationSeconds - phase.branchSeconds[c]);
-    plan.continuations.push_back(std::max(static_cast<double>(config.continuationSteps),
-                                          std::ceil(abandoned * (1 - F) / F / phase.observations[c].secondsPerStep)));
+    // At most kMaxContinuationSteps: a tiny maxOverhead or step time must not overflow the step count
+    // (the C API returned a continuation of 0 for 1e20 steps).
+    plan.continuations.push_back(std::min(
+        kMaxContinuationSteps, std::max(static_cast<double>(config.continuationSteps),
+                                        std::ceil(abandoned * (1 - F) / F / phase.observations[c].secondsPerStep))));
     const double end = std::min(static_cast<double>(config.speculativeSteps) + plan.continuations[c],
                                 static_cast<double>(phase.remainingSteps));
     dc.horizons.push_back(std::max(static_cast<double>(config.speculativeSteps + 1), end));

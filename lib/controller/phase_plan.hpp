@@ -72,6 +72,9 @@ struct PhaseMeasurements {
   std::vector<double> learningRates;               // from phase-relative step 0; empty: unknown
 };
 
+// The longest continuation planPhase gives (2^53 steps: exact as a double, and far beyond any run).
+inline constexpr double kMaxContinuationSteps = 9007199254740992.0;
+
 struct PhasePlan {
   DecisionConfig decisionConfig;
   Decision decision;

@@ -308,6 +308,68 @@ int main(void) {
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }
 
+  /* Edges a hostile pass found (2026-11-29). */
+  {
+    const char *three[3] = {"fp32", "fp16", "table2"};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    /* A continuation of 1e20 steps (tiny maxOverhead) was cast to uint64: 0, undefined behaviour. */
+    o.maxOverhead = 1e-18;
+    AdaPrec_Controller p = NULL;
+    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    report_phase(p, 0, 0.2);
+    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK && d.continuationSteps == (1ull << 53));
+    /* Steps beyond 2^53 are not exact as doubles (a phase at 2^64 - 101 predicted at step 280). */
+    CHECK_ERROR(AdaPrec_ControllerBeginPhase(p, UINT64_MAX - 100), ADAPREC_ERR_INVALID_ARGUMENT, "2^53");
+    double rates[3];
+    CHECK_ERROR(AdaPrec_ControllerScheduleRates("step:0.5:10,20", UINT64_MAX - 1, 3, rates),
+                ADAPREC_ERR_INVALID_ARGUMENT, "2^53");
+    /* 0 seconds per step after a branch's start replaced the step time reported before. */
+    CHECK(AdaPrec_ControllerBeginPhase(p, 100) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportPoint(p, "fp16", 100, 0.5, 0) == ADAPREC_OK);
+    CHECK_ERROR(AdaPrec_ControllerReportPoint(p, "fp16", 105, 0.6, 0), ADAPREC_ERR_INVALID_ARGUMENT,
+                "0 is allowed only at the branch's first point");
+    /* The offending accuracy is printed exactly ("accuracy 1 is not in [0, 1]" before). */
+    CHECK_ERROR(AdaPrec_ControllerReportPoint(p, "fp16", 106, 1.0000001, 0.1), ADAPREC_ERR_INVALID_ARGUMENT,
+                "1.0000001");
+    AdaPrec_Controller freed = p;
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+    CHECK_ERROR(AdaPrec_ControllerBeginPhase(freed, 0), ADAPREC_ERR_INVALID_ARGUMENT, "not a live");
+
+    /* prune = 0: "always yes", before any step time (it asked for every step time first). */
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.prune = 0;
+    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+    int yes = -1;
+    CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp16", &yes) == ADAPREC_OK && yes == 1);
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+
+    /* A phase at or past a known end of training predicts one step past its branches (it used to
+     * treat the end as unknown: 381 steps past it); the record's pruning_step_s is the median of the
+     * samples the pruning used, not the branch's later step time. */
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.totalSteps = 1000;
+    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerBeginPhase(p, 1000) == ADAPREC_OK);
+    const double samples[3][3] = {{0.1, 0.11, 0.1}, {0.05, 0.05, 0.051}, {0.03, 0.031, 0.03}};
+    for (int k = 0; k < 3; ++k) CHECK(AdaPrec_ControllerReportStepSamples(p, three[k], samples[k], 3) == ADAPREC_OK);
+    for (int k = 2; k >= 0; --k) {
+      CHECK(AdaPrec_ControllerShouldSpeculate(p, three[k], &yes) == ADAPREC_OK);
+      if (!yes) continue;
+      for (int s = 0; s <= 20; s += 10) {
+        CHECK(AdaPrec_ControllerReportPoint(p, three[k], 1000 + (uint64_t)s, curve(0.3, 0.3, 40, s), s ? 0.08 : 0) ==
+              ADAPREC_OK);
+      }
+    }
+    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK && d.predictedStep == 1021);
+    size_t n = 0;
+    char text[8192];
+    CHECK(AdaPrec_ControllerDecisionRecord(p, text, sizeof text, &n) == ADAPREC_OK);
+    CHECK(strstr(text, "\"pruning_step_s\":0.05,") != NULL);
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+  }
+
   if (failures == 0) printf("controller C API: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }
