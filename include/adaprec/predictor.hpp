@@ -87,8 +87,10 @@ class LrSchedule {
   // (after `step` updates, update i taken at lr(i); a fractional step interpolates linearly):
   //   forward area    S1(s) = sum_{i < s} lr(i)
   //   annealing area  S2(s) = sum_{1 <= i < s} m_i,  m_i = momentum m_{i-1} + max(lr(i-1) - lr(i), 0)
-  // (warm-up increases do not count). Cost: O(step) (one pass over the integer steps). In the rates'
-  // own units: beyond double's range (Inf) for rates near 1e308 summed over many steps.
+  // (warm-up increases do not count). Cost: O(step) (one pass over the integer steps), so steps are
+  // at most kMaxAreaStep (Error(kInvalidArgument) beyond). In the rates' own units: beyond double's
+  // range (Inf) for rates near 1e308 summed over many steps.
+  static constexpr double kMaxAreaStep = 1e9;
   std::array<double, 2> areas(double step, double momentum) const;
   // The same areas divided by the largest power of two <= peak(), exactly (a power of two scales every
   // sum without rounding): finite for any rates a schedule accepts, and ratios of two of them equal

@@ -252,4 +252,11 @@ TEST_CASE("cli: --lr-schedule feeds the schedule-aware model; malformed specs ex
     CHECK(countLines(bad.err) == 1);
     CHECK(bad.err.find(std::string("lr schedule '") + spec + "'") != std::string::npos);
   }
+  // A step the schedule's areas cannot reach is refused before the fit and before any output (the
+  // rows before it used to be printed, then status 2).
+  const Result far = run("--input {in} --at 1600,2e9 --lr-schedule cosine:1600", kTwoCurves);
+  INFO(far.err);
+  CHECK(far.status == 2);
+  CHECK(far.out.empty());
+  CHECK(far.err.find("--at: with --lr-schedule steps must be at most") != std::string::npos);
 }

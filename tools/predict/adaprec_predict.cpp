@@ -220,7 +220,15 @@ int main(int argc, char** argv) {
     ap::ModelOptions model;
     ADAPREC_CHECK_ARG(app.count("--lr-schedule") == 0 || !lrSchedule.empty(),
                       "--lr-schedule: an empty spec (give constant, cosine:TOTAL, ... or leave the option out)");
-    if (!lrSchedule.empty()) model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(lrSchedule));
+    if (!lrSchedule.empty()) {
+      model.lrSchedule = std::make_shared<const ap::LrSchedule>(ap::LrSchedule::parse(lrSchedule));
+      // Refused here, before the fit and before any output (the prediction at such a step used to
+      // fail after the rows before it were printed).
+      for (double step : at) {
+        ADAPREC_CHECK_ARG(step <= ap::LrSchedule::kMaxAreaStep, "--at: with --lr-schedule steps must be at most "
+                                                                    << ap::LrSchedule::kMaxAreaStep << ", got " << step);
+      }
+    }
     model.scheduleRecalibration = !noScheduleMap;
     if (!families.empty()) {
       model.families.clear();
