@@ -101,6 +101,12 @@ struct Communicator::Impl {
   std::map<std::size_t, Format> fastestByCount;
   AllreduceStats totals;
   std::shared_ptr<detail::Timeline> timeline;  // null: no timeline
+  // The failure that broke this communicator (empty: none). A call that failed in the transport, on a
+  // damaged message or a broken invariant may leave messages in flight; the next call would read them
+  // as its own (a timed-out call's late messages gave one rank a wrong sum and success, 3 runs of 3),
+  // so every later call is refused instead. Caller errors (kInvalidArgument, kMismatch from the
+  // agreement, kUnsupported) leave nothing behind and do not break it.
+  std::string brokenBy;
   std::unique_ptr<detail::AutoSelector> autoSelector;  // auto's calibration and choices
 
   detail::Hierarchy& ensureHierarchy() {
@@ -393,6 +399,11 @@ AllreduceStats Communicator::allreduce(float* buf, std::size_t count,
 AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size_t count,
                                        const AllreduceOptions& options) try {
   const std::uint64_t start = detail::fastClockTicks();
+  ADAPREC_CHECK(impl_->brokenBy.empty(), ErrorCode::kTransport,
+                "this communicator cannot be reused after its failed allreduce (" << impl_->brokenBy
+                    << "): messages of that call may still be in flight and would be read as this call's; "
+                       "destroy it and make a new one (C API, LD_PRELOAD and Python's per-communicator cache: "
+                       "free the MPI communicator, which frees AdaPrec's with it, and reduce on a new one)");
   ADAPREC_CHECK_ARG(options.format.selection != Selection::kAdaptive,
                     "format 'adaptive' is chosen by the trainer's controller, not by allreduce");
   ADAPREC_CHECK_ARG(count == 0 || (send != nullptr && recv != nullptr), "null buffer for " << count
@@ -532,6 +543,14 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   return stats;
 } catch (const Error& e) {
   if (impl_ && impl_->timeline) impl_->timeline->failure(errorCodeName(e.code()), e.what(), count);
+  const bool leavesMessages = e.code() == ErrorCode::kTransport || e.code() == ErrorCode::kMalformedInput ||
+                              e.code() == ErrorCode::kInternal || e.code() == ErrorCode::kCuda;
+  if (impl_ && leavesMessages && impl_->brokenBy.empty()) {
+    std::string first = e.what();
+    first = first.substr(0, first.find(" ["));  // without the check's file:line
+    if (first.rfind("adaprec: ", 0) == 0) first.erase(0, 9);
+    impl_->brokenBy = std::string(errorCodeName(e.code())) + ": " + first;
+  }
   throw;
 }
 

@@ -35,6 +35,7 @@ FaultRun runFaultScenario(const FaultScenario& sc) {
   for (int r = 0; r < p; ++r) states.push_back(std::make_shared<FaultState>());
   FaultRun run;
   run.errors.resize(p);
+  run.againErrors.resize(p);
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -60,7 +61,20 @@ FaultRun runFaultScenario(const FaultScenario& sc) {
         options.algorithm = sc.algorithm;
         std::vector<float> buf = inputs[r];
         start = Clock::now();
-        comm.allreduce(buf.data(), buf.size(), options);
+        try {
+          comm.allreduce(buf.data(), buf.size(), options);
+        } catch (const Error&) {
+          if (sc.callAgain) {
+            std::vector<float> again = inputs[r];
+            try {
+              comm.allreduce(again.data(), again.size(), options);
+            } catch (const Error& e) {
+              std::lock_guard lock(mutex);
+              run.againErrors[r] = e.what();
+            }
+          }
+          throw;
+        }
         outputs[r] = std::move(buf);
       } catch (const Error& e) {
         error = std::string(errorCodeName(e.code())) + ": " + e.what();

@@ -28,6 +28,9 @@ struct FaultRun {
   int faultedTag = -1;
   std::uint64_t faultedNumber = 0;
   std::string detail;                              // first wrong element or first error
+  // With FaultScenario::callAgain: per live rank whose call failed, the next call's error on the same
+  // communicator (nullopt: that call returned a result).
+  std::vector<std::optional<std::string>> againErrors;
 };
 
 struct FaultScenario {
@@ -40,6 +43,8 @@ struct FaultScenario {
   std::chrono::milliseconds timeout{250};
   std::chrono::seconds watchdog{30};
   FaultConfig fault;
+  // A rank whose call failed makes one more call (fault-free inputs) on the same communicator.
+  bool callAgain = false;
 };
 
 FaultRun runFaultScenario(const FaultScenario& scenario);

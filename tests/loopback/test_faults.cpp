@@ -170,6 +170,31 @@ TEST_CASE("native: every fault ends correct or as an error on every rank", "[fau
   runMatrix(Algorithm::kNative);
 }
 
+TEST_CASE("a communicator whose call timed out refuses the next call on every rank", "[faults]") {
+  // The late messages of a timed-out call are still in flight: a next call on the same communicator
+  // read them as its own (a wrong sum returned as success on one rank, errors naming truncated or
+  // mismatched messages on the others). Now it is refused everywhere, saying why.
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
+                              Algorithm::kRecursiveDoubling, Algorithm::kHierarchical}) {
+    FaultScenario sc = baseScenario(algorithm, 4);
+    const FaultRun clean = runFaultScenario(sc);
+    REQUIRE(clean.outcome == Outcome::kCorrect);
+    sc.callAgain = true;
+    sc.fault.fault = Fault::kDelay;
+    sc.fault.rank = 1;
+    sc.fault.message = 0;
+    sc.fault.delay = 3 * kTimeout;
+    const FaultRun run = runFaultScenario(sc);
+    INFO(algorithmName(algorithm) << ": " << outcomeName(run.outcome) << "; " << run.detail);
+    REQUIRE(run.outcome == Outcome::kErrorEverywhere);
+    for (int r = 0; r < sc.ranks; ++r) {
+      INFO("rank " << r << "'s next call: " << run.againErrors[r].value_or("returned a result"));
+      REQUIRE(run.againErrors[r].has_value());
+      CHECK(run.againErrors[r]->find("cannot be reused after its failed allreduce (transport error: ") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("checksum transport: payload size, mismatch message, split and timeout forwarding",
           "[checksum]") {
   LoopbackGroup group(2);
