@@ -2,6 +2,7 @@
 // feedback, mismatch detection, the auto rule, stats, chooseFastest and the environment parser.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -286,7 +287,47 @@ TEST_CASE("error feedback makes repeated reductions unbiased", "[engine]") {
       INFO(algorithmName(algorithm) << " " << format << ": mean |error| without ef " << plain
                                     << ", with ef " << feedback);
       REQUIRE(plain > 0);
-      REQUIRE(feedback < 0.35 * plain);
+      // table2's residuals are capped (detail::feedbackResidual: at most the value, half where clipped),
+      // which bounds them over long runs (the test below) at some of the dithering of small values:
+      // 0.27-0.33 of plain here where it was below 0.35 uncapped. The element-wise formats are not
+      // capped (0.06 of plain).
+      REQUIRE(feedback < (format == "table2" ? 0.40 : 0.35) * plain);
+    }
+  }
+}
+
+TEST_CASE("error feedback's residuals stay bounded over many calls of the same data", "[engine]") {
+  // Table-N's percentile table clips values above its top entry, and table1 sends that entry for every
+  // value: uncapped, residuals grew every call (table1+ef: largest 131 after 16 calls and 1123 after
+  // 256, for inputs of at most 3; table2+ef and table4+ef linearly). detail::feedbackResidual keeps
+  // each at most the value it came from (half of it where the value was clipped).
+  const int p = 4;
+  const std::size_t count = 3000;
+  const int calls = 192;
+  const auto inputs = inputsFor(p, count, false);
+  float largestInput = 0;
+  for (const auto& x : inputs) for (float v : x) largestInput = std::max(largestInput, std::fabs(v));
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot}) {
+    for (const char* spec : {"table1+ef", "table2+ef", "table4+ef", "fp8+ef"}) {
+      INFO(algorithmName(algorithm) << " " << spec);
+      AllreduceOptions opt = optionsFor(spec, algorithm);
+      opt.key = "w";
+      std::vector<float> largest(p, 0.0f);
+      LoopbackGroup group(p, 1);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+        Communicator comm(t);
+        for (int c = 0; c < calls; ++c) {
+          std::vector<float> x = inputs[rank];
+          comm.allreduce(x.data(), count, opt);
+        }
+        const std::optional<ErrorFeedbackState> state = comm.errorFeedback("w");
+        if (!state) return;
+        for (const auto& slot : state->slots)
+          for (float r : slot) largest[rank] = std::max(largest[rank], std::fabs(r));
+      });
+      const float worst = *std::max_element(largest.begin(), largest.end());
+      INFO("largest residual " << worst << " after " << calls << " calls; largest input " << largestInput);
+      CHECK(worst <= 4 * p * largestInput);
     }
   }
 }
