@@ -167,6 +167,8 @@ struct AllreduceStats {
 // residual of this rank's quantization in encode step s of `algorithm` at element position i; a slot
 // the algorithm never used is empty.
 struct ErrorFeedbackState {
+  // More slots than any algorithm uses (recursive_doubling: one per round, log2 of the rank count + 2).
+  static constexpr std::size_t kMaxSlots = 64;
   std::size_t count = 0;
   Algorithm algorithm = Algorithm::kNative;  // the resolved algorithm the residuals belong to
   std::vector<std::vector<float>> slots;     // each empty or `count` floats

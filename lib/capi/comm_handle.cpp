@@ -319,6 +319,10 @@ extern "C" int AdaPrec_CommSetFeedback(AdaPrec_Comm comm, const char* key, const
                           floats <= std::numeric_limits<std::size_t>::max() / sizeof(float),
                       "count " << count << " x slots " << slots << " floats is too large");
     ADAPREC_CHECK_ARG(data != nullptr || floats == 0, "null data");
+    // Before allocating them (with count 0 the product above does not bound them: 2^40 slots threw
+    // std::bad_alloc as an internal error).
+    ADAPREC_CHECK_ARG(slots <= adaprec::ErrorFeedbackState::kMaxSlots,
+                      slots << " slots (at most " << adaprec::ErrorFeedbackState::kMaxSlots << ")");
     adaprec::ErrorFeedbackState state;
     state.count = static_cast<std::size_t>(count);
     state.algorithm = adaprec::parseAlgorithm(textOf(algo, "algo"));

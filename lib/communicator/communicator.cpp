@@ -356,6 +356,9 @@ void Communicator::setErrorFeedback(std::string_view key, ErrorFeedbackState sta
   ADAPREC_CHECK_ARG(!key.empty(), "error-feedback key must not be empty");
   ADAPREC_CHECK_ARG(state.algorithm != Algorithm::kAuto,
                     "error-feedback state of key '" << key << "' needs a resolved algorithm, not auto");
+  ADAPREC_CHECK_ARG(state.slots.size() <= ErrorFeedbackState::kMaxSlots,
+                    "error-feedback state of key '" << key << "' has " << state.slots.size() << " slots (at most "
+                                                    << ErrorFeedbackState::kMaxSlots << ")");
   for (const std::vector<float>& slot : state.slots) {
     ADAPREC_CHECK_ARG(slot.empty() || slot.size() == state.count,
                       "error-feedback state of key '" << key << "' has a slot of " << slot.size()

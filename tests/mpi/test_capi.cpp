@@ -100,6 +100,11 @@ int run() {
     verdict.check(rc == ADAPREC_ERR_INVALID_ARGUMENT && std::string(AdaPrec_LastError()).find("too large") !=
                                                             std::string::npos,
                   "SetFeedback with count 2^62 is refused: rc " + std::to_string(rc) + " " + AdaPrec_LastError());
+    // With count 0 the product bounds nothing: 2^40 slots threw std::bad_alloc as an internal error.
+    const int slotsRc = AdaPrec_CommSetFeedback(handle, "k", "ring", 0, std::uint64_t{1} << 40, nullptr);
+    verdict.check(slotsRc == ADAPREC_ERR_INVALID_ARGUMENT &&
+                      std::string(AdaPrec_LastError()).find("slots (at most 64)") != std::string::npos,
+                  "SetFeedback with 2^40 slots is refused: rc " + std::to_string(slotsRc) + " " + AdaPrec_LastError());
     AdaPrec_CommFree(handle);
   }
   if (p > 1) {
