@@ -101,8 +101,9 @@ ADAPREC_HD float saturatingAdd(float a, float b) {
 // - where the value was sent as non-zero: at most half the value where it was sent short (r has its
 //   sign: clipped to a Table-N table's top entry), at most half the sent magnitude where it was sent
 //   too large (r has the other sign). Feedback converges for compressors whose error is a fraction of
-//   the value; the element-wise formats are (fp8 <= 2^-3 relative, fp16 2^-11) and reach these
-//   limits only around half their smallest subnormal, while Table-N's percentile table is not: values
+//   the value; the element-wise formats are, and never exceed these limits (rounding to nearest errs by
+//   at most half a spacing, which is at most half of either magnitude), while Table-N's percentile
+//   table is not: values
 //   above its top entry (the 99th percentile) are clipped, and table1 sends that percentile for every
 //   value. Uncapped, their residuals grew without bound (reducing the same data 192 times: 4271 for
 //   table1+ef, 155-768 for table2/table4+ef, on values of at most 1.75): clipped values grew by their
