@@ -131,17 +131,18 @@ extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, 
   // whole job) agrees at its first call on each communicator, whatever the call: an invalid value on
   // rank 3 only stops the job at once, instead of 30 s later (rank 3 could not know whether rank 0
   // had seen it too). One tiny allreduce per communicator; an intercommunicator has no such agreement.
-  if (comm != MPI_COMM_NULL && !inter && !adaprec::detail::configAgreedOnWorld()) {
-    CommState& state = stateFor(comm);
-    if (!state.configValid) {
-      adaprec::detail::agreeOnConfig(comm);
-      state.configValid = true;
-    }
+  // The communicator's state is looked up once per call (an attribute lookup), and only where it is read.
+  const bool intracomm = comm != MPI_COMM_NULL && !inter;
+  const bool agreeHere = intracomm && !adaprec::detail::configAgreedOnWorld();
+  const bool floatSum = datatype == MPI_FLOAT && op == MPI_SUM && count > 0;
+  CommState* const stateOrNull = agreeHere || (intracomm && floatSum) ? &stateFor(comm) : nullptr;
+  if (agreeHere && !stateOrNull->configValid) {
+    adaprec::detail::agreeOnConfig(comm);
+    stateOrNull->configValid = true;
   }
   const adaprec::EnvironmentConfig& config = adaprec::detail::capiConfigOrAbort();
-  if (datatype != MPI_FLOAT || op != MPI_SUM || comm == MPI_COMM_NULL || count <= 0 || inter)
-    return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
-  CommState& state = stateFor(comm);
+  if (!intracomm || !floatSum) return passThrough(sendbuf, recvbuf, count, datatype, op, comm);
+  CommState& state = *stateOrNull;
   if (const int rc = agreeSettings(comm, state, config); rc != MPI_SUCCESS) return rc;
   const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
   // Default fp32 + auto means "behave exactly like MPI": the very same PMPI_Allreduce call.
