@@ -18,6 +18,7 @@
 #include "adaprec/format.hpp"
 #include "algorithm/device_codec.hpp"
 #include "capi/capi_device.hpp"
+#include "capi/capi_guard.hpp"
 #include "codec/chunk_header.hpp"
 #include "communicator/signature_hash.hpp"
 #include "gpu/cuda_caller.hpp"
@@ -37,20 +38,10 @@ using adaprec::ErrorCode;
 
 thread_local std::string lastError;
 
-// Runs body; an exception becomes its code and message.
+// This API's entry points: an exception becomes its code and this API's message (capi_guard.hpp).
 template <typename Body>
 int guarded(const char* function, Body&& body) {
-  try {
-    body();
-    lastError.clear();
-    return ADAPREC_OK;
-  } catch (const Error& e) {
-    lastError = std::string(function) + ": " + e.what();
-    return static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    lastError = std::string(function) + ": " + e.what();
-    return ADAPREC_ERR_INTERNAL;
-  }
+  return adaprec::detail::guardedCall(lastError, function, std::forward<Body>(body));
 }
 
 adaprec::Communicator& communicatorOf(AdaPrec_Comm comm) {

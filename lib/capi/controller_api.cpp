@@ -14,11 +14,13 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "adaprec/adaprec_mpi.h"
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
+#include "capi/capi_guard.hpp"
 #include "controller/phase_plan.hpp"
 #include "controller/pruning.hpp"
 
@@ -61,19 +63,10 @@ namespace {
 
 thread_local std::string lastError;
 
+// This API's entry points: an exception becomes its code and this API's message (capi_guard.hpp).
 template <typename Body>
 int guarded(const char* function, Body&& body) {
-  try {
-    body();
-    lastError.clear();
-    return ADAPREC_OK;
-  } catch (const Error& e) {
-    lastError = std::string(function) + ": " + e.what();
-    return static_cast<int>(e.code());
-  } catch (const std::exception& e) {
-    lastError = std::string(function) + ": " + e.what();
-    return ADAPREC_ERR_INTERNAL;
-  }
+  return adaprec::detail::guardedCall(lastError, function, std::forward<Body>(body));
 }
 
 // Every live handle: a freed one is refused without reading its memory (a new controller may have been
