@@ -10,27 +10,15 @@ decisions (step: choice). tools/demo prints this table.
     tools/train/compare_runs.py fp32.jsonl adaptive.jsonl
 """
 import argparse
-import json
-import os
-import sys
+
+import training_log
 
 
 def read_log(path):
-    evals, decisions = [], []
-    with open(path) as f:
-        for line in f:
-            rec = json.loads(line)
-            if rec.get("event") == "eval":
-                evals.append(rec)
-            elif rec.get("event") == "decision":
-                decisions.append(rec)
-    if not evals:
-        sys.exit(f"compare_runs.py: {path} has no evaluations")
-    return evals, decisions
+    return training_log.read_log(path, "compare_runs.py")
 
 
-def label(path):
-    return os.path.basename(path).removesuffix(".jsonl")
+label = training_log.label
 
 
 def main():

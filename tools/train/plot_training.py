@@ -17,30 +17,18 @@ log's final accuracy drawn across with the moment each other run reaches it.
     tools/train/plot_training.py fp32.jsonl adaptive.jsonl --wall-time -o demo.png
 """
 import argparse
-import json
 import math
-import os
-import sys
+
+import training_log
 
 MARKERS = "osD^vP*X"
 
 
 def read_log(path):
-    evals, decisions = [], []
-    with open(path) as f:
-        for line in f:
-            rec = json.loads(line)
-            if rec.get("event") == "eval":
-                evals.append(rec)
-            elif rec.get("event") == "decision":
-                decisions.append(rec)
-    if not evals:
-        sys.exit(f"plot_training.py: {path} has no evaluations")
-    return evals, decisions
+    return training_log.read_log(path, "plot_training.py")
 
 
-def label(path):
-    return os.path.basename(path).removesuffix(".jsonl")
+label = training_log.label
 
 
 class Palette:
