@@ -20,7 +20,9 @@
 extern "C" {
 #endif
 
-/* Same contract and return values as MPI_Allreduce (MPI_SUCCESS or an MPI error class). */
+/* Same contract and return values as MPI_Allreduce (MPI_SUCCESS or an MPI error class). Erroneous
+ * buffer arguments (recvbuf MPI_IN_PLACE, sendbuf equal to recvbuf) go to PMPI_Allreduce untouched,
+ * so they get the MPI library's own answer. */
 int AdaPrec_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                       MPI_Comm comm);
 

@@ -134,7 +134,11 @@ extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, 
   // The communicator's state is looked up once per call (an attribute lookup), and only where it is read.
   const bool intracomm = comm != MPI_COMM_NULL && !inter;
   const bool agreeHere = intracomm && !adaprec::detail::configAgreedOnWorld();
-  const bool floatSum = datatype == MPI_FLOAT && op == MPI_SUM && count > 0;
+  // recvbuf MPI_IN_PLACE, and a sendbuf that is recvbuf itself, are erroneous (MPI 4.0, 6.9.3): MPI's own
+  // argument check reports them (MPI_ERR_BUFFER), as for any program without AdaPrec; read as buffers
+  // here, the first crashed the process.
+  const bool validBuffers = recvbuf != MPI_IN_PLACE && sendbuf != recvbuf;
+  const bool floatSum = datatype == MPI_FLOAT && op == MPI_SUM && count > 0 && validBuffers;
   CommState* const stateOrNull = agreeHere || (intracomm && floatSum) ? &stateFor(comm) : nullptr;
   if (agreeHere && !stateOrNull->configValid) {
     adaprec::detail::agreeOnConfig(comm);
