@@ -13,16 +13,10 @@ namespace adaprec::detail {
 std::uint64_t fastClockTicks() { return __rdtsc(); }
 
 double fastClockSecondsPerTick() {
-  static const double secondsPerTick = [] {
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point t0 = Clock::now();
-    const std::uint64_t c0 = __rdtsc();
-    Clock::time_point t1 = t0;
-    while (t1 - t0 < std::chrono::milliseconds(2)) t1 = Clock::now();
-    const std::uint64_t c1 = __rdtsc();
-    const double seconds = std::chrono::duration<double>(t1 - t0).count();
-    return c1 > c0 ? seconds / static_cast<double>(c1 - c0) : 1e-9;
-  }();
+  static const double secondsPerTick = calibrateSecondsPerTick(
+      [] { return static_cast<std::uint64_t>(__rdtsc()); },
+      [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); },
+      0.002);
   return secondsPerTick;
 }
 
