@@ -41,6 +41,11 @@ const ParsedConfig& parsedConfig() {
 }
 
 [[noreturn]] void reportAndAbort(const std::string& message) {
+  // Threads of one process may find the error at once (each agreeing on its own communicator): one
+  // reports and aborts, the others wait for that abort, so the job's log holds one line.
+  static std::atomic<bool> reporting{false};
+  if (reporting.exchange(true))
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);

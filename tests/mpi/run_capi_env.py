@@ -43,7 +43,8 @@ def run(first, rest, order):
 
 
 line = "ADAPREC_FORMAT='fp7' is invalid; valid values:"
-for order in ("int-first", "float-first"):
+# "threads": four threads make their first calls on four communicators at once; still one line.
+for order in ("int-first", "float-first", "threads"):
     rc, err, out, _ = run({"ADAPREC_FORMAT": "fp32"}, {"ADAPREC_FORMAT": "fp32"}, order)
     check(rc == 0 and "sum ok" in out, f"{order}, valid everywhere: exact sums (rc={rc}) {err.strip()[-300:]}")
     cases = [({"ADAPREC_FORMAT": "fp7"}, {"ADAPREC_FORMAT": "fp7"}, "every rank")]
