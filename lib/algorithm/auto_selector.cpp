@@ -2,6 +2,7 @@
 #include "algorithm/auto_selector.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -83,6 +84,15 @@ std::string calibrationWritePath(const std::string& path) {
   if (error) return path;
   return (target.is_absolute() ? target : link.parent_path() / target).string();
 }
+
+}  // namespace
+
+std::string calibrationTemporaryPath(const std::string& path) {
+  static std::atomic<std::uint64_t> writes{0};
+  return path + ".tmp" + std::to_string(::getpid()) + '.' + std::to_string(writes.fetch_add(1));
+}
+
+namespace {
 
 std::string calibrationKey(std::string_view transportKind, const CalibrationTopology& topology) {
   return std::string(transportKind) + '-' + std::to_string(topology.ranks) + "r-" + std::to_string(topology.nodes) +
@@ -294,7 +304,7 @@ void AutoSelector::save(Transport& transport) const {
   if (!calibrationFileProblem(named).empty()) return;  // loadOrProbe said why
   const std::string path = calibrationWritePath(named);
   // Written whole under a temporary name, then renamed: a reader never sees half a file.
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  const std::string temporary = calibrationTemporaryPath(path);
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out << serializeCalibration(*calibration_);

@@ -49,6 +49,12 @@ struct DevicePlace {
 std::string calibrationFile(const std::string& path, std::string_view transportKind,
                             const CalibrationTopology& topology);
 
+// The name a calibration file is first written under before it is renamed into place: in the file's
+// directory and unique to this write (process and a per-process counter), so threads of one process
+// saving their communicators' calibrations at once never truncate or rename each other's file (named
+// by the process alone, they did: "cannot rename", the calibration lost).
+std::string calibrationTemporaryPath(const std::string& path);
+
 // What auto runs for one call, and whether the call is one of a trial's measurements (then the
 // caller times it and passes the seconds to AutoSelector::recordTrial).
 struct AutoCall {

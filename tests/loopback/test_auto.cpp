@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -187,6 +190,26 @@ TEST_CASE("ADAPREC_CALIBRATION naming a FIFO is neither read nor replaced; a sym
   CHECK(slurp(target) == serializeCalibration(linked.calibrations[0]));
   CHECK(capturingStderr([&] { probeWith(link); }).empty());  // and reloads through it
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("every write of a calibration file has a temporary name of its own, also across threads", "[auto]") {
+  // Threads of one process save their communicators' calibrations at once; a name per process let one
+  // truncate and rename another's file ("cannot rename", the calibration lost).
+  const std::string path = "/some/dir/mpi-4r-2n-2l-avx2-0m.calibration";
+  std::vector<std::string> names(8);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < names.size(); ++t)
+    threads.emplace_back([&names, &path, t] { names[t] = calibrationTemporaryPath(path); });
+  for (std::thread& thread : threads) thread.join();
+  names.push_back(calibrationTemporaryPath(path));
+  const std::set<std::string> distinct(names.begin(), names.end());
+  CHECK(distinct.size() == names.size());
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    // Beside the file (the rename stays within one file system) and never the file itself.
+    CHECK(name.rfind(path + ".tmp", 0) == 0);
+    CHECK(std::filesystem::path(name).parent_path() == std::filesystem::path(path).parent_path());
+  }
 }
 
 TEST_CASE("ADAPREC_CALIBRATION naming a directory keeps one file per transport, topology and piece size", "[auto]") {
