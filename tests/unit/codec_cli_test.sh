@@ -36,4 +36,16 @@ head -c 10 "$dir/in.f32" > "$dir/odd.f32"
 err=$("$tool" encode --format fp16 "$dir/odd.f32" "$dir/x" 2>&1); rc=$?
 [ $rc = 1 ] && echo "$err" | grep -q "whole number of float32" || fail "odd-sized input: $rc $err"
 
+# env: every invalid value is named (not only the first the library reads), each marked; a valid
+# environment exits 0; values valid alone but refused together still fail.
+out=$(ADAPREC_FORMAT=fp9 ADAPREC_TIMEOUT=-1 ADAPREC_ALGO=ring "$tool" env 2>"$dir/env.err"); rc=$?
+[ $rc = 1 ] || fail "env with two invalid values: exit code $rc"
+grep -q "ADAPREC_FORMAT='fp9' is invalid" "$dir/env.err" && grep -q "ADAPREC_TIMEOUT='-1' is invalid" "$dir/env.err" ||
+  fail "env names both invalid values: $(cat "$dir/env.err")"
+echo "$out" | grep -q "set to:  'ring' (valid)" && echo "$out" | grep -q "set to:  'fp9' (INVALID)" ||
+  fail "env marks each set value: $out"
+ADAPREC_FORMAT=fp8 "$tool" env >/dev/null 2>&1 || fail "env with a valid environment failed"
+err=$(ADAPREC_ALGO=native ADAPREC_FORMAT=fp8 "$tool" env 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && echo "$err" | grep -q "carries fp32, bf16 or fp16 only" || fail "env, native with fp8: $rc $err"
+
 echo "codec CLI: all checks passed"

@@ -3,11 +3,14 @@
 //   adaprec-codec decode    --format fp8 in.chunk out.f32
 //   adaprec-codec roundtrip --format fp8 in.f32 out.f32        ("-" = stdin / stdout)
 // The encoded file is one self-describing chunk (docs/formats.md). Errors go to stderr, exit code 1.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,23 +68,57 @@ std::vector<float> decodeChunk(adaprec::Format format, const std::vector<unsigne
   return values;
 }
 
+// The one-line verdict on the ADAPREC_* environment as it is now: "" when the library accepts it.
+std::string environmentProblem() {
+  try {
+    adaprec::EnvironmentConfig::fromEnvironment();
+    return "";
+  } catch (const adaprec::Error& e) {
+    std::string message = e.what();
+    const std::size_t cut = message.find(" [");  // the check's file:line, not for users
+    if (cut != std::string::npos) message.resize(cut);
+    return message;
+  }
+}
+
+// The verdict on each set variable alone (every other ADAPREC_* variable unset for the check, then
+// restored), so that every invalid value is named, not only the first the library reads.
+std::map<std::string, std::string> problemsOfEachVariable() {
+  std::map<std::string, std::string> set;
+  for (const adaprec::detail::EnvironmentVariable& v : adaprec::detail::environmentVariables())
+    if (const auto text = adaprec::detail::environmentText(v.name)) set[std::string(v.name)] = *text;
+  for (const auto& [name, text] : set) ::unsetenv(name.c_str());
+  std::map<std::string, std::string> problems;
+  for (const auto& [name, text] : set) {
+    ::setenv(name.c_str(), text.c_str(), 1);
+    problems[name] = environmentProblem();
+    ::unsetenv(name.c_str());
+  }
+  for (const auto& [name, text] : set) ::setenv(name.c_str(), text.c_str(), 1);
+  return problems;
+}
+
 // The library's table of ADAPREC_* variables, with this environment's value of each and its verdict.
 int printEnvironment() {
-  int invalid = 0;
+  const std::map<std::string, std::string> problems = problemsOfEachVariable();
   for (const adaprec::detail::EnvironmentVariable& v : adaprec::detail::environmentVariables()) {
     std::printf("%s\n  read by: %s\n  meaning: %s\n  valid:   %s\n  default: %s\n  ranks must agree: %s\n",
                 std::string(v.name).c_str(), std::string(v.readBy).c_str(), std::string(v.meaning).c_str(),
                 v.validList != nullptr ? v.validList().c_str() : std::string(v.valid).c_str(),
                 std::string(v.defaultText).c_str(), v.mustAgree ? "yes" : "no");
-    if (const auto text = adaprec::detail::environmentText(v.name)) std::printf("  set to:  '%s'\n", text->c_str());
+    if (const auto text = adaprec::detail::environmentText(v.name)) {
+      const auto problem = problems.find(std::string(v.name));
+      const bool valid = problem == problems.end() || problem->second.empty();
+      std::printf("  set to:  '%s' (%s)\n", text->c_str(), valid ? "valid" : "INVALID");
+      if (!valid) std::fprintf(stderr, "adaprec-codec: %s\n", problem->second.c_str());
+    }
   }
-  try {
-    adaprec::EnvironmentConfig::fromEnvironment();
-  } catch (const adaprec::Error& e) {
-    std::fprintf(stderr, "adaprec-codec: %s\n", e.what());
-    invalid = 1;
-  }
-  return invalid;
+  // Values valid alone may still be refused together (ADAPREC_ALGO=native with a format native
+  // cannot carry).
+  const std::string together = environmentProblem();
+  const bool eachValid = std::all_of(problems.begin(), problems.end(), [](const auto& p) { return p.second.empty(); });
+  if (eachValid && !together.empty()) std::fprintf(stderr, "adaprec-codec: %s\n", together.c_str());
+  return together.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -102,7 +139,7 @@ int main(int argc, char** argv) {
   CLI::App* rt = app.add_subcommand("roundtrip", "float32 -> format -> float32 (what the wire does to the values)");
   addArgs(rt, "float32 input file or -", "float32 output file or -");
   CLI::App* env = app.add_subcommand("env", "every ADAPREC_* environment variable: valid values, default, and "
-                                            "whether this process's value is valid");
+                                            "whether each of this process's values is valid");
   CLI11_PARSE(app, argc, argv);
   if (env->parsed()) return printEnvironment();
 
