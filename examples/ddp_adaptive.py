@@ -57,6 +57,8 @@ def main():
     parser.add_argument("--phase-steps", type=int, default=60)
     parser.add_argument("--max-overhead", type=float, default=0.25)
     parser.add_argument("--algo", default="twoshot", help="AdaPrec algorithm of the hook")
+    parser.add_argument("--no-prune", action="store_true",
+                        help="speculate every candidate in every phase (on one machine pruning skips most phases)")
     parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -91,7 +93,8 @@ def main():
         scheduler=scheduler, candidates=args.candidates.split(","),            # adaptive
         speculative_steps=args.spec_steps, eval_points=args.spec_evals,        # adaptive
         continuation_steps=args.phase_steps, max_overhead=args.max_overhead,   # adaptive
-        validation_images=len(val_x), lr_schedule="scheduler")                # adaptive: the cosine to the predictor
+        validation_images=len(val_x), lr_schedule="scheduler",                # adaptive: the cosine to the predictor
+        prune=not args.no_prune)                                               # adaptive
     for step in driver.steps():  # adaptive: was `for step in range(args.steps)`
         train_step(step)
 
@@ -103,13 +106,14 @@ def main():
             # left only fp32 is a "speculation_skipped" record.
             print(json.dumps({"step": r["step"], "choice": r["choice"], "event": r.get("event", "decision"),
                               "predicted": {c["name"]: round(c["predicted_mean"], 4) if "predicted_mean" in c
-                                            else "pruned: " + c.get("pruned", "phase skipped")
+                                            else "pruned: " + c["pruned"] if "pruned" in c
+                                            else "goes on (no branch)"
                                             for c in r["candidates"]},
                               "continuation_steps": r.get("continuation_steps")}))
         parameters = sum(p.numel() for p in net.parameters())
         print(json.dumps({
             "ranks": size, "data": data_name, "parameters": parameters, "steps": args.steps,
-            "phases": len(driver.records), "decisions": sum("event" not in r for r in driver.records),
+            "phases": len(driver.records), "decisions": sum(r.get("event", "decision") == "decision" for r in driver.records),
             "final_format": driver.current,
             "validation_accuracy": round(accuracy, 4),
             "snapshot_ms": round(1e3 * driver.snapshot_seconds / max(driver.snapshots, 1), 3),

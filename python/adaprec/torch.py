@@ -15,10 +15,12 @@ new buckets after its first iteration (the bucket rebuild), so residuals are key
 parameters and moved, parameter by parameter, into the new layout when the grouping changes.
 """
 
+import atexit
 import os
 import queue
 import socket
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -76,6 +78,20 @@ def _free_port():
         return s.getsockname()[1]
 
 
+# Hook states whose worker thread may still run: at the interpreter's exit each is closed and its
+# thread joined. A daemon thread still inside torch (the future's set_result runs DDP's callbacks)
+# when finalization began was ended by Python with pthread_exit, whose unwinding through torch's C++
+# frames aborted the process ("terminate called without an active exception") after a successful
+# run, now and then.
+_live_hook_states = weakref.WeakSet()
+
+
+@atexit.register
+def _close_hook_states():
+    for state in list(_live_hook_states):
+        state.close(wait=10.0)
+
+
 class HookState:
     """State of the AdaPrec DDP hook: its own AdaPrec communicator (and so its own error-feedback
     state), the format choice and running totals.
@@ -111,14 +127,19 @@ class HookState:
             # One thread makes every AdaPrec call, in the order DDP hands over the buckets (the same
             # on every rank), so the collectives match; ctypes releases the GIL during each call.
             self._queue = queue.Queue()
-            threading.Thread(target=self._work, args=(self._queue,), name="adaprec-ddp-hook",
-                             daemon=True).start()
+            self._thread = threading.Thread(target=self._work, args=(self._queue,), name="adaprec-ddp-hook",
+                                            daemon=True)
+            self._thread.start()
+            _live_hook_states.add(self)
 
-    def close(self):
-        """Stops the worker thread (after the buckets already handed over)."""
+    def close(self, wait=None):
+        """Stops the worker thread (after the buckets already handed over); with `wait` (seconds),
+        waits that long at most for it to end."""
         if self._queue is not None:
             self._queue.put(None)
             self._queue = None
+            if wait is not None:
+                self._thread.join(wait)
 
     def format_for(self, bucket):
         if callable(self.format):
@@ -683,8 +704,12 @@ class AdaptivePrecision:
             state = base
             if self.current != baseline:
                 self._apply(baseline)
+        # As adaprec-train's record: every candidate but the baseline was pruned as not faster (no
+        # branch ran, so none can be dominated or stood in for).
         self.records.append({"event": "speculation_skipped", "step": start, "choice": baseline,
-                             "candidates": [{"name": c, "step_s": self.step_seconds[c], "samples_s": self.step_samples[c]}
+                             "candidates": [dict({"name": c, "step_s": self.step_seconds[c],
+                                                  "samples_s": self.step_samples[c]},
+                                                 **({} if c == baseline else {"pruned": "not_faster"}))
                                             for c in self.candidates]})
         self.next_phase = state.step + self.continuation_steps
         return state.step
