@@ -53,7 +53,7 @@ def parse_names(text):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--observed", required=True)
     p.add_argument("--predicted", required=True)
     p.add_argument("--output", required=True)

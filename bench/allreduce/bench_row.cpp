@@ -78,13 +78,13 @@ void writeCsv(const std::string& path, const std::vector<BenchRow>& rows) {
   std::ofstream out(path);
   ADAPREC_CHECK(out.good(), ErrorCode::kIo, "cannot write " << path);
   out << "size,count,format,algo,time,algbw,busbw,wirebw,ratio,maxerr,#wrong,speedup,ranks,nodes,transport,"
-         "predicted,model_error,encode_us,decode_us,transfer_us\n";
+         "quantizations,predicted,model_error,encode_us,decode_us,transfer_us\n";
   for (const auto& row : rows) {
     out << row.sizeBytes << ',' << row.count << ',' << row.format << ',' << row.algo << ','
         << format("%.3f,%.6f,%.6f,%.6f,%.4f,", row.timeUs, row.algbw, row.busbw, row.wirebw, row.ratio)
         << (row.maxerr ? format("%.6e", *row.maxerr) : std::string()) << ','
         << (row.wrong ? std::to_string(*row.wrong) : std::string()) << ',' << format("%.4f", row.speedup) << ','
-        << row.ranks << ',' << row.nodes << ',' << row.transport << ','
+        << row.ranks << ',' << row.nodes << ',' << row.transport << ',' << row.quantizations << ','
         << (row.predictedUs ? format("%.3f,%.6f", *row.predictedUs, modelError(row)) : std::string(",")) << ','
         << (row.encodeUs ? format("%.3f,%.3f,%.3f", *row.encodeUs, *row.decodeUs, *row.transferUs) : std::string(",,"))
         << "\n";

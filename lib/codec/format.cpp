@@ -127,7 +127,8 @@ FormatSpec parseFormatSpec(std::string_view text) {
   std::optional<Format> format = tryParseFormat(base);
   ADAPREC_CHECK_ARG(format.has_value(),
                     "unknown format '" << text << "'; valid: " << validFormatNames()
-                                       << " (each optionally with +ef), fastest, adaptive");
+                                       << " (each optionally with +ef), fastest, adaptive (a trainer's choice: adaprec-train and "
+                                          "the Python driver)");
   spec.format = *format;
   return spec;
 }

@@ -133,7 +133,8 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->excludes("--power");
   app.add_option("--format", o.format,
                  "Gradient wire format: a format (fp32 bf16 fp16 fp8 fp8s e4m3 table1..table8 table3z..table8z, '+ef' for error "
-                 "feedback), 'fastest' (per layer, measured), or per layer 'fc1=table4,fp16' (unnamed = the rest)")
+                 "feedback), 'fastest' (per layer, measured), per layer 'fc1=table4,fp16' (unnamed = the rest), or 'adaptive' "
+                 "(the precision controller chooses among --candidates; docs/trainer.md)")
       ->capture_default_str();
   app.add_option("--candidates", o.candidates, "--format adaptive: comma-separated candidate formats (any format, "
                                                "'+ef' variants, 'fastest'; each once)")
