@@ -107,6 +107,7 @@ def main():
         }
         if state is not None:
             record["compression"] = round(state.fp32_bytes / max(state.wire_bytes, 1), 3)
+            record["ran"] = state.algorithms  # with --algo auto, "native" buckets were sent in fp32
         print(json.dumps(record), flush=True)
     dist.destroy_process_group()
 

@@ -118,6 +118,7 @@ class HookState:
         self.wire_bytes = 0
         self.fp32_bytes = 0
         self.seconds = 0.0
+        self.algorithms = {}   # algorithm that ran (auto resolved: "native" when it sent fp32) -> calls
         self.migrations = 0    # layouts whose parameters brought residuals from an earlier layout
         self._keys = {}        # tuple of parameter ids -> key
         self._places = {}      # parameter id -> (key, offset, numel) in the latest layout
@@ -212,6 +213,7 @@ class HookState:
         self.wire_bytes += stats.wire_bytes
         self.fp32_bytes += stats.fp32_bytes
         self.seconds += stats.total_seconds
+        self.algorithms[stats.algorithm] = self.algorithms.get(stats.algorithm, 0) + 1
 
     def _work(self, jobs):  # its own reference: close() drops self._queue
         while True:

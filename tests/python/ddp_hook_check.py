@@ -102,6 +102,7 @@ def main():
         check(last < 1.1 * fp32_last, f"{spec}: final loss {last:.4f}, fp32's {fp32_last:.4f}")
         check(same_on_every_rank(params), f"{spec}: parameters differ across ranks")
         check(state.wire_bytes < state.fp32_bytes, f"{spec}: sent {state.wire_bytes} of {state.fp32_bytes} bytes")
+        check(state.algorithms == {"twoshot": state.calls}, f"{spec}: algorithms that ran {state.algorithms}")
         check("+ef" not in spec or state.migrations == 1,
               f"{spec}: {state.migrations} residual migrations in DDP's bucket rebuild (expected 1)")
         if rank == 0:
