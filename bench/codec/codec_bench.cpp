@@ -99,7 +99,7 @@ int runOnDevice(const std::vector<adaprec::Format>& formats, std::size_t count, 
   device->timeBaselines(reps, copySeconds, sortSeconds);
   const double copyRate = 2 * fp32Bytes / copySeconds;
   const double sortRate = 2 * fp32Bytes / sortSeconds;
-  std::printf("# %zu elements (%.0f MiB fp32), gradient-like data, seed %llu, CUDA %s\n", count,
+  std::printf("# %zu elements (%.4g MiB fp32), gradient-like data, seed %llu, CUDA %s\n", count,
               fp32Bytes / (1 << 20), static_cast<unsigned long long>(seed), probe.description.c_str());
   std::printf("# device time (CUDA events), median of %d; GB/s = bytes read + written / time; x = GB/s / copy's GB/s\n",
               reps);
@@ -161,7 +161,7 @@ int main(int argc, char** argv) try {
   std::string jsonPath;
   std::uint64_t seed = 1;
   double countOption = static_cast<double>(count);  // as double, so that 1e8 is accepted too
-  app.add_option("-n,--count", countOption, "elements in the tensor, >= 1 (default 64Mi; needs about 16 bytes each)")
+  app.add_option("-n,--count", countOption, "elements in the tensor, a number >= 1 such as 65536 or 1e8 (default 67108864 = 64 Mi; needs about 16 bytes each)")
       ->check(adaprec::bench::numberCheck(1, 1e15, true));
   app.add_option("-r,--reps", reps, "timed repetitions per measurement (median reported)")
       ->check(adaprec::bench::integerAtLeast(1));
@@ -202,7 +202,7 @@ int main(int argc, char** argv) try {
                  "-n " << count << ": cannot allocate the " << neededBytes / (1 << 30) << " GiB it needs; use a smaller -n");
   }
   const double fp32Bytes = 4.0 * count;
-  std::printf("# %zu elements (%.0f MiB fp32), gradient-like data, seed %llu, host kernels: %s\n", count,
+  std::printf("# %zu elements (%.4g MiB fp32), gradient-like data, seed %llu, host kernels: %s\n", count,
               fp32Bytes / (1 << 20), static_cast<unsigned long long>(seed), adaprec::codec::hostKernels().isa);
   std::printf("# x = codec throughput / memcpy throughput, memcpy timed in turns with each format's operations\n");
   std::printf("%-7s %6s %8s %9s %7s %7s %8s %9s %9s %10s %8s\n", "format", "ratio", "memcpy", "enc GB/s", "enc x",
