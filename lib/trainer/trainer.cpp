@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <iomanip>
 #include <sstream>
 
 #include "adaprec/error.hpp"
@@ -117,7 +118,10 @@ void Trainer::checkFinite(const StepResult& r) const {
   if (std::isfinite(r.loss)) return;
   const double at = static_cast<double>(step_) / stepsPerEpoch_;
   std::ostringstream os;
-  os << "training diverged: the training loss is " << r.loss << " at step " << step_ << " (epoch " << at
+  // "nan" whatever its sign bit (printf's "-nan" reads like a negative number); the epoch to 3 digits.
+  os << std::setprecision(3) << "training diverged: the training loss is "
+     << (std::isnan(r.loss) ? std::string("nan") : r.loss > 0 ? std::string("inf") : std::string("-inf"))
+     << " at step " << step_ << " (epoch " << at
      << ", learning rate " << learningRate() << ") on rank " << rank_
      << "; lower --lr, lengthen --warmup or use a less lossy --format";
   throw TrainingDiverged(os.str());
