@@ -136,7 +136,7 @@ void Trainer::tuneReduction() {
     double sum = 0;
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
     tuner_->decide(sum / size_);
-    if (rank_ == 0 && config_.progress)  // the log's `reduction` keeps the choice
+    if (rank_ == 0)  // once, whatever --no-progress says (docs/trainer.md)
       std::fprintf(stderr,
                    "adaprec-train: --reduction auto: %s (overlapped steps took %.3f of the sequential ones: "
                    "median of %zu pairs, mean over ranks)\n",
