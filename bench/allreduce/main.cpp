@@ -382,7 +382,7 @@ int main(int argc, char** argv) {
   try {
     exitCode = adaprec::bench::run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec-bench: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-bench: %s\n", adaprec::messageForUsers(e).c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

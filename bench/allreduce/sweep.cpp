@@ -213,7 +213,7 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
             stats = context.comm.allreduce(buffers.sendArg, buffers.recvArg, count, allreduceOptions);
         } catch (const Error& e) {
           if (e.code() != ErrorCode::kInvalidArgument && e.code() != ErrorCode::kUnsupported) throw;
-          rejection = e.what();
+          rejection = messageForUsers(e);
         }
         if (context.ranks.anyRank(!rejection.empty())) {
           if (context.ranks.rank() == 0 && context.onNote) {

@@ -34,6 +34,11 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
+// The message for a person at a command line: without the "[code: condition at file:line]" the checks
+// append (argument errors carry none), except for an internal error, whose place is what a bug report
+// needs. Any other exception's what() as it is.
+std::string messageForUsers(const std::exception& e);
+
 namespace detail {
 [[noreturn]] void throwError(ErrorCode code, const std::string& message, const char* condition,
                              const char* file, int line);

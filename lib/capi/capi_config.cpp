@@ -30,11 +30,7 @@ const ParsedConfig& parsedConfig() {
     try {
       parsed.config = EnvironmentConfig::fromEnvironment();
     } catch (const Error& e) {
-      // e.what() ends with the file:line of the check; the first part is the user-facing line.
-      std::string message = e.what();
-      const std::size_t cut = message.find(" [");
-      if (cut != std::string::npos) message.resize(cut);
-      parsed.error = message;
+      parsed.error = messageForUsers(e);  // the user-facing line, without the check's file:line
     }
   });
   return parsed;

@@ -19,6 +19,16 @@ const char* errorCodeName(ErrorCode code) {
   return "unknown error";
 }
 
+std::string messageForUsers(const std::exception& e) {
+  std::string message = e.what();
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr || error->code() == ErrorCode::kInternal) return message;
+  const std::string suffix = std::string(" [") + errorCodeName(error->code());
+  const std::size_t at = message.rfind(suffix);
+  if (at != std::string::npos && message.back() == ']') message.resize(at);
+  return message;
+}
+
 namespace detail {
 
 void throwError(ErrorCode code, const std::string& message, const char* condition, const char* file,

@@ -36,6 +36,10 @@ head -c 10 "$dir/in.f32" > "$dir/odd.f32"
 err=$("$tool" encode --format fp16 "$dir/odd.f32" "$dir/x" 2>&1); rc=$?
 [ $rc = 1 ] && echo "$err" | grep -q "whole number of float32" || fail "odd-sized input: $rc $err"
 
+err=$("$tool" encode --format fp16 "$dir/does-not-exist.f32" "$dir/x" 2>&1); rc=$?
+[ $rc = 1 ] && echo "$err" | grep -q "cannot open" && ! echo "$err" | grep -q " at .*:[0-9]" ||
+  fail "missing input: one line without the check's file:line: $rc $err"
+
 # env: every invalid value is named (not only the first the library reads), each marked; a valid
 # environment exits 0; values valid alone but refused together still fail.
 out=$(ADAPREC_FORMAT=fp9 ADAPREC_TIMEOUT=-1 ADAPREC_ALGO=ring "$tool" env 2>"$dir/env.err"); rc=$?

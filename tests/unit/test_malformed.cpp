@@ -229,3 +229,24 @@ TEST_CASE("encode rejects a too-small destination and null pointers", "[malforme
   CHECK_THROWS_AS(encode(Format::kFp8, nullptr, 10, small.data(), 1000), Error);
   CHECK_THROWS_AS(decode(Format::kFp8, nullptr, 0, x.data(), 10), Error);
 }
+
+namespace {
+std::string thrownMessage(ErrorCode code, const std::string& text) {
+  try {
+    ADAPREC_CHECK(false, code, text);
+  } catch (const Error& e) {
+    return messageForUsers(e);
+  }
+  return {};
+}
+}  // namespace
+
+TEST_CASE("messageForUsers drops the check's place, except for an internal error", "[errors]") {
+  // What the command-line tools print: "cannot open 'x' for reading", not "... [I/O error: in.good() at ...]".
+  CHECK(thrownMessage(ErrorCode::kIo, "cannot open 'x'") == "adaprec: cannot open 'x'");
+  CHECK(thrownMessage(ErrorCode::kMalformedInput, "value in [0, 1] expected") == "adaprec: value in [0, 1] expected");
+  CHECK(thrownMessage(ErrorCode::kInvalidArgument, "n [1, 2]") == "adaprec: n [1, 2]");
+  const std::string internal = thrownMessage(ErrorCode::kInternal, "broken");
+  CHECK(internal.rfind("adaprec: broken [internal error: false at ", 0) == 0);
+  CHECK(messageForUsers(std::runtime_error("plain [x]")) == "plain [x]");
+}

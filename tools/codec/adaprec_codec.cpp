@@ -74,10 +74,7 @@ std::string environmentProblem() {
     adaprec::EnvironmentConfig::fromEnvironment();
     return "";
   } catch (const adaprec::Error& e) {
-    std::string message = e.what();
-    const std::size_t cut = message.find(" [");  // the check's file:line, not for users
-    if (cut != std::string::npos) message.resize(cut);
-    return message;
+    return adaprec::messageForUsers(e);
   }
 }
 
@@ -157,7 +154,7 @@ int main(int argc, char** argv) {
       writeAll(output, values.data(), values.size() * sizeof(float));
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec-codec: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-codec: %s\n", adaprec::messageForUsers(e).c_str());
     return 1;
   }
   return 0;

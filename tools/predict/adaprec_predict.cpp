@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
       plot(table, posterior, lastStep, po, plotPath);
     }
   } catch (const adaprec::Error& e) {
-    std::fprintf(stderr, "adaprec-predict: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-predict: %s\n", adaprec::messageForUsers(e).c_str());
     const bool inputError = e.code() == adaprec::ErrorCode::kInvalidArgument ||
                             e.code() == adaprec::ErrorCode::kMalformedInput;
     return inputError ? 2 : 1;
