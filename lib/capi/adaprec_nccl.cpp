@@ -65,10 +65,7 @@ const EnvironmentConfig* config() {
     try {
       parsed = std::make_unique<EnvironmentConfig>(EnvironmentConfig::fromEnvironment());
     } catch (const adaprec::Error& e) {
-      std::string message = e.what();
-      const std::size_t cut = message.find(" [");
-      if (cut != std::string::npos) message.resize(cut);
-      report(message);
+      report(adaprec::messageForUsers(e));
     }
   });
   return parsed.get();
