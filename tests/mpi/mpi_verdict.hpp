@@ -4,6 +4,8 @@
 
 #include <mpi.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -38,6 +40,21 @@ class Verdict {
   int checks_ = 0;
   int failures_ = 0;
 };
+
+// FNV-1a of `bytes` bytes: results compared across ranks or runs by one word.
+inline std::uint64_t hashBytes(const void* data, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Collective over MPI_COMM_WORLD: whether every rank holds the same value.
+inline bool agreed(std::uint64_t value) {
+  std::uint64_t v[2] = {value, ~value};
+  PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return v[0] == value && v[1] == ~value;
+}
 
 // The main of an MPI test program: MPI_Init, run(), MPI_Finalize; an exception escaping run() is
 // printed and aborts the job, so one failing rank cannot leave the others waiting.

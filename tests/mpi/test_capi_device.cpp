@@ -55,19 +55,6 @@ detail::CapiDeviceBackend standInBackend() {
           }};
 }
 
-std::uint64_t hashBytes(const void* data, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-bool agreed(std::uint64_t value) {
-  std::uint64_t v[2] = {value, ~value};
-  PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return v[0] == value && v[1] == ~value;
-}
-
 // Device memory of a stand-in holding `values`; `synchronized` false leaves the upload queued.
 float* upload(CpuStandInDevice& device, const std::vector<float>& values, bool synchronized = true) {
   auto* p = static_cast<float*>(device.allocate(values.size() * sizeof(float)));

@@ -22,20 +22,6 @@ using namespace adaprec::test;
 
 namespace {
 
-std::uint64_t hashBytes(const void* data, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// Whether every rank holds the same value.
-bool agreed(std::uint64_t value) {
-  std::uint64_t v[2] = {value, ~value};
-  PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return v[0] == value && v[1] == ~value;
-}
-
 std::string describe(Algorithm a, std::string_view format, std::size_t count) {
   std::ostringstream os;
   os << algorithmName(a) << " " << format << " count " << count << " seed " << kSeed;
