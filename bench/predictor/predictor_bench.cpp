@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
                   percentile(times, 0.5), percentile(times, 0.99), percentile(wall, 0.5), percentile(wall, 0.99));
     }
   } catch (const adaprec::Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+    std::fprintf(stderr, "adaprec-predictor-bench: %s\n", adaprec::messageForUsers(e).c_str());
     return 1;
   }
   return 0;

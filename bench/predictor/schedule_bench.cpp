@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const adaprec::Error& e) {
-    std::fprintf(stderr, "adaprec-schedule-bench: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-schedule-bench: %s\n", adaprec::messageForUsers(e).c_str());
     return 2;
   }
   return 0;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
 #include "algorithm/cost_model.hpp"
 #include "trainer/model.hpp"
@@ -75,7 +76,7 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec-scaling-projection: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-scaling-projection: %s\n", adaprec::messageForUsers(e).c_str());
     return 1;
   }
   return 0;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include "adaprec/error.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model.hpp"
 #include "trainer/optimizer.hpp"
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
                 "\"images_per_s\": %.1f}\n",
                 modelName.c_str(), batch, steps, seconds, steps * static_cast<double>(batch) / seconds);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec-trainer-bench: error: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-trainer-bench: error: %s\n", adaprec::messageForUsers(e).c_str());
     return 1;
   }
   return 0;

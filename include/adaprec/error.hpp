@@ -34,9 +34,13 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-// The message for a person at a command line: without the "[code: condition at file:line]" the checks
-// append (argument errors carry none), except for an internal error, whose place is what a bug report
-// needs. Any other exception's what() as it is.
+// Every Error's what() begins with this, so that a message in a job's mixed output says whose it is.
+inline constexpr const char* kMessagePrefix = "adaprec: ";
+
+// The message for a person at a command line, which the caller prefixes with its own name
+// ("adaprec-train: ...", the C API's "adaprec: ..."): an Error's what() without kMessagePrefix and
+// without the "[code: condition at file:line]" the checks append (argument errors carry none), except
+// for an internal error, whose place is what a bug report needs. Any other exception's what() as it is.
 std::string messageForUsers(const std::exception& e);
 
 namespace detail {

@@ -30,7 +30,7 @@ const ParsedConfig& parsedConfig() {
     try {
       parsed.config = EnvironmentConfig::fromEnvironment();
     } catch (const Error& e) {
-      parsed.error = messageForUsers(e);  // the user-facing line, without the check's file:line
+      parsed.error = kMessagePrefix + messageForUsers(e);  // one line, without the check's file:line
     }
   });
   return parsed;

@@ -1,6 +1,7 @@
 #include "adaprec/error.hpp"
 
 #include <sstream>
+#include <string_view>
 
 namespace adaprec {
 
@@ -22,7 +23,10 @@ const char* errorCodeName(ErrorCode code) {
 std::string messageForUsers(const std::exception& e) {
   std::string message = e.what();
   const auto* error = dynamic_cast<const Error*>(&e);
-  if (error == nullptr || error->code() == ErrorCode::kInternal) return message;
+  if (error == nullptr) return message;
+  // The caller names itself ("adaprec-train: ", the C API's "adaprec: "): not twice.
+  if (message.rfind(kMessagePrefix, 0) == 0) message.erase(0, std::string_view(kMessagePrefix).size());
+  if (error->code() == ErrorCode::kInternal) return message;
   const std::string suffix = std::string(" [") + errorCodeName(error->code());
   const std::size_t at = message.rfind(suffix);
   if (at != std::string::npos && message.back() == ']') message.resize(at);
@@ -34,7 +38,7 @@ namespace detail {
 void throwError(ErrorCode code, const std::string& message, const char* condition, const char* file,
                 int line) {
   std::ostringstream os;
-  os << "adaprec: " << message;
+  os << kMessagePrefix << message;
   // Argument errors are for users: keep them to the message. Everything else also says where.
   if (code != ErrorCode::kInvalidArgument) {
     os << " [" << errorCodeName(code);

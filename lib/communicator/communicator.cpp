@@ -549,9 +549,8 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   const bool leavesMessages = e.code() == ErrorCode::kTransport || e.code() == ErrorCode::kMalformedInput ||
                               e.code() == ErrorCode::kInternal || e.code() == ErrorCode::kCuda;
   if (impl_ && leavesMessages && impl_->brokenBy.empty()) {
-    std::string first = messageForUsers(e);  // without the check's file:line (but an internal error's)
-    if (first.rfind("adaprec: ", 0) == 0) first.erase(0, 9);
-    impl_->brokenBy = std::string(errorCodeName(e.code())) + ": " + first;
+    // Without the prefix and the check's file:line (but an internal error's).
+    impl_->brokenBy = std::string(errorCodeName(e.code())) + ": " + messageForUsers(e);
   }
   throw;
 }

@@ -47,7 +47,7 @@ CLI::Validator lrScheduleCheck() {
           predictor::LrSchedule::parse(spec);
           return std::string();
         } catch (const Error& e) {
-          return e.what();
+          return messageForUsers(e);
         }
       },
       "SPEC");

@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
                             e.code() == adaprec::ErrorCode::kMalformedInput;
     return inputError ? 2 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec-predict: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-predict: %s\n", adaprec::messageForUsers(e).c_str());
     return 1;
   }
   return 0;

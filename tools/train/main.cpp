@@ -56,16 +56,16 @@ int main(int argc, char** argv) {
   try {
     adaprec::trainer::runTraining(options, MPI_COMM_WORLD);
   } catch (const adaprec::trainer::TrainingDiverged& e) {
-    std::fprintf(stderr, "adaprec-train: %s\n", e.what());
+    std::fprintf(stderr, "adaprec-train: %s\n", adaprec::messageForUsers(e).c_str());
     endJob(size, adaprec::trainer::kDivergedExitCode);
   } catch (const adaprec::trainer::AgreedError& e) {
     // Every rank is here with its own message: end normally, so that none is cut off by an abort.
-    std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, e.what());
+    std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, adaprec::messageForUsers(e).c_str());
     std::fflush(stderr);
     MPI_Finalize();
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, e.what());
+    std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, adaprec::messageForUsers(e).c_str());
     endJob(size, 1);
   }
   MPI_Finalize();
