@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -26,6 +27,7 @@ std::size_t parseByteSize(const std::string& text) {
   else if (suffix == "M" || suffix == "m") scale = std::size_t{1} << 20;
   else if (suffix == "G" || suffix == "g") scale = std::size_t{1} << 30;
   else ADAPREC_CHECK_ARG(suffix.empty(), "invalid size suffix in '" << text << "' (use K, M or G)");
+  ADAPREC_CHECK_ARG(value <= std::numeric_limits<std::size_t>::max() / scale, "size '" << text << "' is too large");
   return value * scale;
 }
 
@@ -138,13 +140,26 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
     options.maxBytes = parseByteSize(maxText);
     ADAPREC_CHECK_ARG(options.minBytes >= 1 && options.minBytes <= options.maxBytes,
                       "-b must be between 1 and -e (got -b " << minText << " -e " << maxText << ")");
-    ADAPREC_CHECK_ARG(options.maxBytes / sizeof(float) <= std::size_t{1} << 31,
-                      "-e is limited to 8G (MPI counts are int)");
+    // MPI_Allreduce's count is an int: at most 2^31 - 1 floats.
+    ADAPREC_CHECK_ARG(options.maxBytes / sizeof(float) <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+                      "-e must be below 8G (MPI counts are int: at most 2^31 - 1 floats)");
     // -f 1 with -b < -e would print the -b row alone and stop, as if the sweep were broken.
     ADAPREC_CHECK_ARG(options.factor > 1.0 || options.minBytes == options.maxBytes,
                       "-f " << options.factor << " never grows the size from -b " << minText << " towards -e "
                             << maxText << ": the sweep multiplies the size by -f per row, so use -f > 1 (e.g. 2), "
                             << "or -b = -e for one size");
+    // A factor barely above 1 would make rows without end (or none that grow: a hang).
+    const double sizes = options.minBytes == options.maxBytes
+                             ? 1
+                             : std::log(static_cast<double>(options.maxBytes) / static_cast<double>(options.minBytes)) /
+                                   std::log(options.factor);
+    ADAPREC_CHECK_ARG(sizes <= kMaxSweepSizes, "-f " << std::setprecision(17) << options.factor << std::setprecision(6) << " makes about " << std::ceil(sizes)
+                                                      << " sizes from -b " << minText << " to -e " << maxText
+                                                      << "; at most " << kMaxSweepSizes << " (use a larger -f)");
+    ADAPREC_CHECK_ARG(app.count("--json") == 0 || !options.jsonPath.empty(), "-J/--json needs a file name");
+    ADAPREC_CHECK_ARG(app.count("--csv") == 0 || !options.csvPath.empty(), "--csv needs a file name");
+    ADAPREC_CHECK_ARG(options.jsonPath.empty() || options.jsonPath != options.csvPath,
+                      "-J and --csv name the same file " << options.jsonPath << ": the CSV would replace the JSON");
     options.formats = parseFormatList(formatsText);
     options.algorithms = parseAlgorithmList(algosText);
     options.check = check != 0;
@@ -157,7 +172,7 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
     if (exitCode != 0) exitCode = 2;
     return false;
   } catch (const Error& e) {
-    if (printMessages) std::fprintf(stderr, "adaprec-bench: %s\n", e.what());
+    if (printMessages) std::fprintf(stderr, "adaprec-bench: %s\n", adaprec::messageForUsers(e).c_str());
     exitCode = 2;
     return false;
   }

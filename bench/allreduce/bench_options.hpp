@@ -41,6 +41,9 @@ std::vector<FormatSpec> parseFormatList(const std::string& text);
 // "ring,twoshot", "all" (auto and every algorithm) or "auto" -> algorithms.
 std::vector<Algorithm> parseAlgorithmList(const std::string& text);
 
+// The most sizes one sweep may have (-b, -e, -f): a factor barely above 1 would make millions.
+inline constexpr double kMaxSweepSizes = 1000;
+
 // The fp32 buffer sizes of the sweep: min, min*f, ... <= max, rounded down to whole floats (>= 1).
 std::vector<std::size_t> sweepCounts(const BenchOptions& options);
 

@@ -1,6 +1,9 @@
 #include "bench_row.hpp"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +21,20 @@ std::string format(const char* pattern, auto... values) {
 }
 
 double modelError(const BenchRow& row) { return (*row.predictedUs - row.timeUs) / row.timeUs; }
+
+std::ofstream openOutput(const std::string& path, std::ios::openmode mode) {
+  errno = 0;
+  std::ofstream out(path, std::ios::out | mode);
+  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "cannot write " << path << ": " << (errno ? std::strerror(errno) : "open failed"));
+  return out;
+}
+
+// Flushed and closed before the check: a full disk (or /dev/full) fails only then.
+void finishOutput(std::ofstream& out, const std::string& path) {
+  errno = 0;
+  out.close();
+  ADAPREC_CHECK(!out.fail(), ErrorCode::kIo, "error writing " << path << ": " << (errno ? std::strerror(errno) : "write failed"));
+}
 
 }  // namespace
 
@@ -55,7 +72,11 @@ void writeJson(const std::string& path, const std::vector<BenchRow>& rows) {
         {"ratio", row.ratio},    {"speedup", row.speedup}, {"ranks", row.ranks}, {"nodes", row.nodes},
         {"transport", row.transport}, {"quantizations", row.quantizations},
     };
-    object["maxerr"] = row.maxerr ? nlohmann::json(*row.maxerr) : nlohmann::json(nullptr);
+    // JSON has no infinity (nlohmann writes null, which means "not checked"): a result that was not
+    // finite is the string "inf".
+    object["maxerr"] = !row.maxerr                  ? nlohmann::json(nullptr)
+                       : std::isfinite(*row.maxerr) ? nlohmann::json(*row.maxerr)
+                                                    : nlohmann::json("inf");
     object["#wrong"] = row.wrong ? nlohmann::json(*row.wrong) : nlohmann::json(nullptr);
     if (row.predictedUs) {
       object["predicted"] = *row.predictedUs;
@@ -68,15 +89,13 @@ void writeJson(const std::string& path, const std::vector<BenchRow>& rows) {
     }
     list.push_back(std::move(object));
   }
-  std::ofstream out(path);
-  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "cannot write " << path);
+  std::ofstream out = openOutput(path, std::ios::trunc);
   out << list.dump(1) << "\n";
-  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "error writing " << path);
+  finishOutput(out, path);
 }
 
 void writeCsv(const std::string& path, const std::vector<BenchRow>& rows) {
-  std::ofstream out(path);
-  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "cannot write " << path);
+  std::ofstream out = openOutput(path, std::ios::trunc);
   out << "size,count,format,algo,time,algbw,busbw,wirebw,ratio,maxerr,#wrong,speedup,ranks,nodes,transport,"
          "quantizations,predicted,model_error,encode_us,decode_us,transfer_us\n";
   for (const auto& row : rows) {
@@ -89,7 +108,17 @@ void writeCsv(const std::string& path, const std::vector<BenchRow>& rows) {
         << (row.encodeUs ? format("%.3f,%.3f,%.3f", *row.encodeUs, *row.decodeUs, *row.transferUs) : std::string(",,"))
         << "\n";
   }
-  ADAPREC_CHECK(out.good(), ErrorCode::kIo, "error writing " << path);
+  finishOutput(out, path);
+}
+
+std::string outputProblem(const std::string& path) {
+  try {
+    std::ofstream out = openOutput(path, std::ios::app);  // creates it, keeps what it holds
+    finishOutput(out, path);
+  } catch (const Error& e) {
+    return messageForUsers(e);
+  }
+  return {};
 }
 
 }  // namespace adaprec::bench

@@ -44,4 +44,8 @@ std::string tableLine(const BenchRow& row, bool model);
 void writeJson(const std::string& path, const std::vector<BenchRow>& rows);
 void writeCsv(const std::string& path, const std::vector<BenchRow>& rows);
 
+// "" when path can be written (it is created if missing and keeps what it holds), else the one-line
+// reason. Asked before the sweep, so that a long run does not end with results it cannot keep.
+std::string outputProblem(const std::string& path);
+
 }  // namespace adaprec::bench

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <set>
 
 #include "adaprec/communicator.hpp"
@@ -43,6 +44,13 @@
 #include "sweep.hpp"
 
 namespace adaprec::bench {
+
+// A problem every rank has agreed on before any measurement (an output that cannot be written): the
+// job exits 2 without MPI_Abort. what() is rank 0's message, empty on the other ranks.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 namespace {
 
 // Wire formats whose codec the cost model must know: the fixed ones asked for, every one for fastest.
@@ -88,6 +96,12 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     probeSeconds = ranks.maxOverRanks(selector.probeSeconds());
   }
   const bool root = ranks.rank() == 0;
+  std::string outputs;  // rank 0 writes the files: every rank stops if it cannot
+  if (root) {
+    for (const std::string* path : {&options.jsonPath, &options.csvPath})
+      if (!path->empty() && outputs.empty()) outputs = outputProblem(*path);
+  }
+  if (ranks.anyRank(!outputs.empty())) throw UsageError(outputs);
   if (root) {
     std::printf("# adaprec-bench: transport %s, %d rank(s) on %d node(s), %d timed + %d warm-up iteration(s)%s, "
                 "check %s, seed %llu\n",
@@ -381,6 +395,10 @@ int main(int argc, char** argv) {
   int exitCode = 1;
   try {
     exitCode = adaprec::bench::run(argc, argv);
+  } catch (const adaprec::bench::UsageError& e) {
+    // Every rank is here, agreed: rank 0 says why, and the job ends as for a command-line error.
+    if (!std::string(e.what()).empty()) std::fprintf(stderr, "adaprec-bench: %s\n", e.what());
+    exitCode = 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "adaprec-bench: %s\n", adaprec::messageForUsers(e).c_str());
     std::fflush(stderr);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "adaprec/codec.hpp"
+
 namespace adaprec::bench {
 
 namespace {
@@ -20,6 +22,21 @@ double absSumBound(const BenchData& data, int ranks, std::size_t count) {
   for (std::size_t segment = 0; segment * BenchData::kSegmentCount < count; ++segment) {
     maxScale = std::max(maxScale, data.segmentScale(segment));
   }
+  return ranks * 2.0 * std::sqrt(3.0) * maxScale;
+}
+
+// A bound on the largest |partial sum| of any scale block (detail::kScaleBlock elements, wherever a
+// piece starts) holding element i: such a block lies within the segments next to i's, since a segment
+// is longer than a block. fp8s/e4m3 err relative to their block's maximum, and the data's segments
+// differ in scale by up to 10^3: against the whole buffer's maximum a zeroed or halved result of a
+// small-scale segment passed the check (a hostile pass).
+double blockSumBound(const BenchData& data, int ranks, std::size_t i, std::size_t count) {
+  static_assert(kScaleBlock <= BenchData::kSegmentCount, "a block must lie within three segments");
+  const std::size_t segment = i / BenchData::kSegmentCount;
+  const std::size_t last = (count - 1) / BenchData::kSegmentCount;
+  double maxScale = data.segmentScale(segment);
+  if (segment > 0) maxScale = std::max(maxScale, data.segmentScale(segment - 1));
+  if (segment < last) maxScale = std::max(maxScale, data.segmentScale(segment + 1));
   return ranks * 2.0 * std::sqrt(3.0) * maxScale;
 }
 
@@ -46,7 +63,10 @@ CheckResult checkResult(RankCollectives& ranks, const BenchData& data, const flo
   const std::size_t begin = count * static_cast<std::size_t>(me) / static_cast<std::size_t>(p);
   const std::size_t end = count * static_cast<std::size_t>(me + 1) / static_cast<std::size_t>(p);
   const double k = static_cast<double>(p + 1) * (errorFeedback ? 2.0 : 1.0);
-  const double rangeMax = absSumBound(data, p, count);  // bounds every block's and chunk's maximum
+  const double rangeMax = absSumBound(data, p, count);  // bounds every chunk's maximum
+  const bool blockScaled = detail::formatErrorModel(format).scale == detail::ErrorScale::kBlockMax;
+  std::size_t rangeSegment = std::numeric_limits<std::size_t>::max();  // blockRange's segment
+  double blockRange = 0;
   std::vector<float> values;
   std::vector<double> sum;
   std::vector<double> absSum;
@@ -75,8 +95,12 @@ CheckResult checkResult(RankCollectives& ranks, const BenchData& data, const flo
       }
       const double diff = std::fabs(out - sum[i]);
       maxDiff = std::max(maxDiff, diff);
-      const double bound =
-          p * 0x1p-24 * absSum[i] + k * detail::quantizationErrorBound(format, absSum[i], rangeMax);
+      if (blockScaled && (blockBegin + i) / BenchData::kSegmentCount != rangeSegment) {
+        rangeSegment = (blockBegin + i) / BenchData::kSegmentCount;
+        blockRange = blockSumBound(data, p, blockBegin + i, count);
+      }
+      const double range = blockScaled ? blockRange : rangeMax;
+      const double bound = p * 0x1p-24 * absSum[i] + k * detail::quantizationErrorBound(format, absSum[i], range);
       if (diff > bound) ++wrong;
     }
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -89,11 +91,22 @@ void fillTiming(BenchRow& row, double seconds, double wireBytes, double baseline
   row.speedup = baselineSeconds / seconds;
 }
 
-void fillCheck(SweepContext& context, BenchRow& row, const BenchData& data, SizeBuffers& buffers, Format format,
-               bool errorFeedback) {
+// Checks the result of one more call of the row. recv is poisoned first (quiet NaN, which the check
+// counts wrong): every row writes into the size's one recv buffer, so a call that left it untouched
+// would otherwise be checked on the previous row's correct sum (a hostile pass's shim: fp8 rows that
+// wrote nothing read #wrong 0).
+void fillCheck(SweepContext& context, BenchRow& row, const BenchData& data, SizeBuffers& buffers,
+               const std::function<void()>& call, Format format, bool errorFeedback) {
   if (!context.options.check) return;
+  const std::size_t bytes = row.count * sizeof(float);
+  std::fill(buffers.recv.begin(), buffers.recv.end(), std::numeric_limits<float>::quiet_NaN());
   if (context.device != nullptr) {
-    context.device->copyToHost(buffers.recv.data(), buffers.recvArg, row.count * sizeof(float));
+    context.device->copyToDevice(buffers.recvArg, buffers.recv.data(), bytes);
+    context.device->synchronize();
+  }
+  call();
+  if (context.device != nullptr) {
+    context.device->copyToHost(buffers.recv.data(), buffers.recvArg, bytes);
     context.device->synchronize();
   }
   const CheckResult check = checkResult(context.ranks, data, buffers.recv.data(), buffers.scratch.data(), row.count,
@@ -147,8 +160,8 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     SizeBuffers buffers;
     prepareBuffers(context, data, count, buffers);
     context.comm.resetErrorFeedback();
-    // Each row of this size, in the order they are printed. Sequential: each row is warmed up, timed
-    // and checked before the next one starts. Interleaved (--interleave): every row is warmed up and
+    // Each row of this size, in the order they are printed. Sequential: each row is warmed up, checked
+    // and timed before the next one starts. Interleaved (--interleave): every row is warmed up and
     // checked first, then the timed calls go round the rows, one call each per round, so that a change
     // of the machine's load during the size's measurement reaches every row alike.
     // The baseline comes first: every other row's speedup is relative to it.
@@ -156,8 +169,9 @@ std::vector<BenchRow> runSweep(SweepContext& context) {
     double baselineSeconds = 0;
     auto measure = [&](RowRun run) {
       for (int i = 0; i < run.warmup; ++i) run.call();
+      // Checked before the timed calls, so that the row's breakdown is a timed call's.
+      fillCheck(context, run.row, data, buffers, run.call, run.checkFormat, run.errorFeedback);
       if (!options.interleave) run.seconds = timeCalls(context.ranks, options.iterations, run.call);
-      fillCheck(context, run.row, data, buffers, run.checkFormat, run.errorFeedback);
       runs.push_back(std::move(run));
       if (!options.interleave) finishRow(context, rows, runs.back(), baselineSeconds);
     };

@@ -141,6 +141,8 @@ int runOnDevice(const std::vector<adaprec::Format>& formats, std::size_t count, 
     std::ofstream out(jsonPath);
     ADAPREC_CHECK(out.good(), adaprec::ErrorCode::kIo, "cannot write " << jsonPath);
     out << rows.dump(2) << "\n";
+    out.close();  // flushed here: a full disk fails only now
+    ADAPREC_CHECK(!out.fail(), adaprec::ErrorCode::kIo, "error writing " << jsonPath);
   }
   if (!differing.empty()) {
     std::string list;
@@ -264,9 +266,11 @@ int main(int argc, char** argv) try {
     std::ofstream out(jsonPath);
     ADAPREC_CHECK(out.good(), adaprec::ErrorCode::kIo, "cannot write " << jsonPath);
     out << rows.dump(2) << "\n";
+    out.close();  // flushed here: a full disk fails only now
+    ADAPREC_CHECK(!out.fail(), adaprec::ErrorCode::kIo, "error writing " << jsonPath);
   }
   return 0;
 } catch (const std::exception& e) {
-  std::fprintf(stderr, "adaprec-codec-bench: %s\n", e.what());
+  std::fprintf(stderr, "adaprec-codec-bench: %s\n", adaprec::messageForUsers(e).c_str());
   return 1;
 }

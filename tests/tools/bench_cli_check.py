@@ -42,6 +42,21 @@ def main():
     for formats in ("fp16,bogus", "fp16,adaptive"):
         case(f"adaprec-bench --formats {formats} (the list omits 'adaptive')", loop + ["--formats", formats],
              ["--formats", "fastest", "or all"])
+    # A factor barely above 1 made rows without end (a hang at 100 % CPU), sizes wrapped around 2^64,
+    # and outputs that cannot be written were found only after the sweep (or never: /dev/full).
+    case("adaprec-bench -f 1.0000000000000002 (no endless sweep)", loop + ["-b", "1K", "-e", "2K", "-f", "1.0000000000000002"],
+         ["-f 1.0000000000000002", "at most 1000"])
+    case("adaprec-bench -e 17592186044417M (no wrap-around)", loop + ["-e", "17592186044417M"], ["too large"])
+    case("adaprec-bench -e 8G (2^31 floats)", loop + ["-b", "8G", "-e", "8G"], ["-e must be below 8G"])
+    case("adaprec-bench -J ''", loop + ["-J", ""], ["-J/--json needs a file name"])
+    case("adaprec-bench -J x --csv x", loop + ["-J", "x.out", "--csv", "x.out"], ["the same file"])
+    case("adaprec-bench -J /nonexistent/x.json (before the sweep)", loop + ["-J", "/nonexistent/x.json"],
+         ["cannot write /nonexistent/x.json", "No such file"])
+    if os.path.exists("/dev/full"):
+        case("adaprec-bench --csv /dev/full", loop + ["-b", "4", "-e", "4", "--formats", "fp16", "--csv", "/dev/full"],
+             ["error writing /dev/full", "No space"])
+        case("adaprec-codec-bench -J /dev/full", [codec, "-n", "1000", "-r", "1", "-f", "fp16", "-J", "/dev/full"],
+             ["error writing /dev/full"])
     case("adaprec-codec-bench -n 0", [codec, "-n", "0", "-f", "fp16"], ["--count", "integer"])
     case("adaprec-codec-bench -n 1e11", [codec, "-n", "1e11", "-f", "fp16"], ["-n 100000000000", "GiB", "smaller -n"])
     case("adaprec-codec-bench -n 100000000000", [codec, "-n", "100000000000", "-f", "fp16"], ["smaller -n"])
