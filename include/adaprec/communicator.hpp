@@ -131,8 +131,8 @@ struct EnvironmentConfig {
 
 struct AllreduceOptions {
   // A fixed wire format, optionally with error feedback ("table1+ef"). Selection::kFastest picks, per
-  // distinct count, the fastest format of fastestCandidates() measured on this communicator (once,
-  // collectively, then cached). Selection::kAdaptive is the controller's job: rejected here.
+  // distinct count and requested algorithm, the fastest format of fastestCandidates() measured on this
+  // communicator with that algorithm (once, collectively, then cached). Selection::kAdaptive is the controller's job: rejected here.
   FormatSpec format;
   Algorithm algorithm = Algorithm::kAuto;
   bool average = false;  // divide the sum by size() (in fp32, identically on every rank)

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <utility>
 #include <optional>
 #include <set>
 #include <string>
@@ -98,7 +99,9 @@ struct Communicator::Impl {
   std::unique_ptr<detail::Hierarchy> hierarchy;
   detail::Workspace workspace;
   std::map<std::string, Feedback, std::less<>> feedback;
-  std::map<std::size_t, Format> fastestByCount;
+  // Selection::kFastest's choice per (count, requested algorithm): measured with that algorithm, so a
+  // choice made for one algorithm (auto running native at a small size: noise) is not another's.
+  std::map<std::pair<std::size_t, Algorithm>, Format> fastestChoices;
   AllreduceStats totals;
   std::shared_ptr<detail::Timeline> timeline;  // null: no timeline
   // The failure that broke this communicator (empty: none). A call that failed in the transport, on a
@@ -421,14 +424,14 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   }
   Format format = options.format.format;
   if (options.format.selection == Selection::kFastest) {
-    auto it = impl_->fastestByCount.find(count);
-    if (it == impl_->fastestByCount.end()) {
+    auto it = impl_->fastestChoices.find({count, options.algorithm});
+    if (it == impl_->fastestChoices.end()) {
       const std::vector<Format> candidates = fastestCandidates();
       const std::size_t counts[1] = {count};
       FastestOptions fastest;
       fastest.algorithm = options.algorithm;
       const LayerChoice choice = chooseFastest(counts, candidates, fastest).front();
-      it = impl_->fastestByCount.emplace(count, choice.format).first;
+      it = impl_->fastestChoices.emplace(std::make_pair(count, options.algorithm), choice.format).first;
     }
     format = it->second;
   }

@@ -505,6 +505,40 @@ TEST_CASE("chooseFastest gives every rank the same choice among the candidates",
   }
 }
 
+TEST_CASE("fastest chooses per count and algorithm: a choice made for one algorithm is not reused by another",
+          "[engine]") {
+  // The cache was keyed by count alone: a format picked under twoshot (table1, fp8, ...) was then sent
+  // with native, which carries fp32/bf16/fp16 only, and a choice measured under auto (native at small
+  // sizes) labelled ring's rows (a hostile pass on adaprec-bench).
+  const int p = 3;
+  const std::size_t count = 5000;
+  LoopbackGroup group(p);
+  const std::vector<Algorithm> algorithms = {Algorithm::kTwoShot, Algorithm::kRing, Algorithm::kNative,
+                                             Algorithm::kAuto};
+  std::vector<std::vector<Format>> ran(p);
+  std::vector<std::vector<std::vector<float>>> results(p);
+  runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+    Communicator comm(t);
+    for (const Algorithm algorithm : algorithms) {
+      AllreduceOptions opt;
+      opt.format.selection = Selection::kFastest;
+      opt.algorithm = algorithm;
+      std::vector<float> data = makeInput(rank, count, false);
+      ran[rank].push_back(comm.allreduce(data.data(), count, opt).format);
+      results[rank].push_back(std::move(data));
+    }
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO("rank " << r);
+    REQUIRE(ran[r].size() == algorithms.size());
+    CHECK(ran[r] == ran[0]);
+    const Format native = ran[r][2];
+    CHECK((native == Format::kFp32 || native == Format::kBf16 || native == Format::kFp16));
+    for (std::size_t a = 0; a < algorithms.size(); ++a)
+      CHECK(std::memcmp(results[r][a].data(), results[0][a].data(), count * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("fastest with algorithm native picks among the formats native carries", "[engine]") {
   // `fastest` + ADAPREC_ALGO=native used to time fp8 with native and fail every call.
   const int p = 3;
