@@ -160,6 +160,11 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
     ADAPREC_CHECK_ARG(app.count("--csv") == 0 || !options.csvPath.empty(), "--csv needs a file name");
     ADAPREC_CHECK_ARG(options.jsonPath.empty() || options.jsonPath != options.csvPath,
                       "-J and --csv name the same file " << options.jsonPath << ": the CSV would replace the JSON");
+    // Under mpirun the ranks and nodes are the job's (ADAPREC_RANKS_PER_NODE groups them): these two
+    // would be ignored without a word, the header still naming the job's.
+    ADAPREC_CHECK_ARG(transportText == "loopback" || (app.count("--ranks") == 0 && app.count("--ranks-per-node") == 0),
+                      "--ranks and --ranks-per-node are for --transport loopback; under mpirun the ranks are -np's "
+                      "(and ADAPREC_RANKS_PER_NODE groups them into nodes)");
     options.formats = parseFormatList(formatsText);
     options.algorithms = parseAlgorithmList(algosText);
     options.check = check != 0;

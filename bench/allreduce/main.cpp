@@ -45,8 +45,8 @@
 
 namespace adaprec::bench {
 
-// A problem every rank has agreed on before any measurement (an output that cannot be written): the
-// job exits 2 without MPI_Abort. what() is rank 0's message, empty on the other ranks.
+// A problem every rank has agreed on before any measurement (an output that cannot be written), and
+// rank 0 has already reported: the job exits 2 without MPI_Abort.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -101,7 +101,10 @@ void benchRank(const BenchOptions& options, Communicator& comm, Baseline baselin
     for (const std::string* path : {&options.jsonPath, &options.csvPath})
       if (!path->empty() && outputs.empty()) outputs = outputProblem(*path);
   }
-  if (ranks.anyRank(!outputs.empty())) throw UsageError(outputs);
+  if (ranks.anyRank(!outputs.empty())) {
+    if (!outputs.empty()) std::fprintf(stderr, "adaprec-bench: %s\n", outputs.c_str());
+    throw UsageError("");  // every rank, rank 0 having said why
+  }
   if (root) {
     std::printf("# adaprec-bench: transport %s, %d rank(s) on %d node(s), %d timed + %d warm-up iteration(s)%s, "
                 "check %s, seed %llu\n",
@@ -395,10 +398,8 @@ int main(int argc, char** argv) {
   int exitCode = 1;
   try {
     exitCode = adaprec::bench::run(argc, argv);
-  } catch (const adaprec::bench::UsageError& e) {
-    // Every rank is here, agreed: rank 0 says why, and the job ends as for a command-line error.
-    if (!std::string(e.what()).empty()) std::fprintf(stderr, "adaprec-bench: %s\n", e.what());
-    exitCode = 2;
+  } catch (const adaprec::bench::UsageError&) {
+    exitCode = 2;  // every rank is here, agreed; the job ends as for a command-line error
   } catch (const std::exception& e) {
     std::fprintf(stderr, "adaprec-bench: %s\n", adaprec::messageForUsers(e).c_str());
     std::fflush(stderr);

@@ -175,7 +175,12 @@ int main(int argc, char** argv) try {
                  "host: the host codec on host memory; cuda: the CUDA codec on device memory (a -Dcuda=enabled "
                  "build and a GPU; exit 77 without one), against cudaMemcpy and cub::DeviceRadixSort")
       ->check(CLI::IsMember({"host", "cuda"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;  // usage errors exit 2, as adaprec-bench's
+  }
   count = static_cast<std::size_t>(countOption);
 
   std::vector<adaprec::Format> formats;
@@ -184,6 +189,7 @@ int main(int argc, char** argv) try {
   } else {
     std::stringstream ss(formatList);
     for (std::string name; std::getline(ss, name, ',');) formats.push_back(adaprec::parseFormat(name));
+    ADAPREC_CHECK_ARG(!formats.empty(), "-f names no format (a comma list, or all)");
   }
   if (device == "cuda") return runOnDevice(formats, count, reps, seed, jsonPath);
 
@@ -272,5 +278,6 @@ int main(int argc, char** argv) try {
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "adaprec-codec-bench: %s\n", adaprec::messageForUsers(e).c_str());
-  return 1;
+  const auto* error = dynamic_cast<const adaprec::Error*>(&e);
+  return error != nullptr && error->code() == adaprec::ErrorCode::kInvalidArgument ? 2 : 1;
 }

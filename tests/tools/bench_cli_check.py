@@ -14,11 +14,11 @@ import sys
 failures = []
 
 
-def case(name, command, must_contain):
+def case(name, command, must_contain, code=None):
     proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     text = proc.stdout
     listed = text.split("valid", 1)[1] if "valid" in text else ""
-    ok = (proc.returncode != 0 and all(s in text for s in must_contain) and "bad_alloc" not in text
+    ok = (proc.returncode != 0 and (code is None or proc.returncode == code) and all(s in text for s in must_contain) and "bad_alloc" not in text
           and "adaptive" not in listed
           and "e+308" not in text and "nan" not in text and "inf " not in text)
     print(f"{name:60s} {'ok' if ok else 'FAIL'}", flush=True)
@@ -51,12 +51,15 @@ def main():
     case("adaprec-bench -J ''", loop + ["-J", ""], ["-J/--json needs a file name"])
     case("adaprec-bench -J x --csv x", loop + ["-J", "x.out", "--csv", "x.out"], ["the same file"])
     case("adaprec-bench -J /nonexistent/x.json (before the sweep)", loop + ["-J", "/nonexistent/x.json"],
-         ["cannot write /nonexistent/x.json", "No such file"])
+         ["cannot write /nonexistent/x.json", "No such file"], code=2)
     if os.path.exists("/dev/full"):
         case("adaprec-bench --csv /dev/full", loop + ["-b", "4", "-e", "4", "--formats", "fp16", "--csv", "/dev/full"],
              ["error writing /dev/full", "No space"])
         case("adaprec-codec-bench -J /dev/full", [codec, "-n", "1000", "-r", "1", "-f", "fp16", "-J", "/dev/full"],
              ["error writing /dev/full"])
+    case("adaprec-bench --ranks without --transport loopback", [bench, "--ranks", "7"], ["--transport loopback", "-np"])
+    case("adaprec-codec-bench -f ''", [codec, "-n", "1000", "-f", ""], ["-f names no format"], code=2)
+    case("adaprec-codec-bench -f bogus (exit 2)", [codec, "-n", "1000", "-f", "bogus"], ["bogus"], code=2)
     case("adaprec-codec-bench -n 0", [codec, "-n", "0", "-f", "fp16"], ["--count", "integer"])
     case("adaprec-codec-bench -n 1e11", [codec, "-n", "1e11", "-f", "fp16"], ["-n 100000000000", "GiB", "smaller -n"])
     case("adaprec-codec-bench -n 100000000000", [codec, "-n", "100000000000", "-f", "fp16"], ["smaller -n"])
