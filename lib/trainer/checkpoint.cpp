@@ -182,21 +182,22 @@ void writeFileAtomically(const std::string& path, std::span<const std::uint8_t> 
   const std::string temp = path + ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ADAPREC_CHECK(fd >= 0, ErrorCode::kIo, "cannot create " << temp << ": " << std::strerror(errno));
+  // A failed write leaves no partial temporary behind (on a full disk it holds space others need).
+  auto fail = [&](const char* what, int err) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    ADAPREC_FAIL(ErrorCode::kIo, "cannot " << what << " " << temp << ": " << std::strerror(err));
+  };
   std::size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ADAPREC_FAIL(ErrorCode::kIo, "cannot write " << temp << ": " << std::strerror(err));
-    }
+    if (n <= 0) fail("write", n < 0 ? errno : ENOSPC);
     done += static_cast<std::size_t>(n);
   }
   // fsync before rename: otherwise a crash can leave the new name pointing at unwritten blocks.
-  const bool synced = ::fsync(fd) == 0;
+  if (::fsync(fd) != 0) fail("fsync", errno);
   ::close(fd);
-  ADAPREC_CHECK(synced, ErrorCode::kIo, "cannot fsync " << temp);
   ADAPREC_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, ErrorCode::kIo,
                 "cannot rename " << temp << " to " << path << ": " << std::strerror(errno));
 }
@@ -239,9 +240,17 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
     std::ostringstream os;
     os << snapshot.step << " " << size_ << "\n";
     const std::string text = os.str();
-    writeFileAtomically(dir_ + "/LATEST", std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+    try {
+      writeFileAtomically(dir_ + "/LATEST", std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+    } catch (const Error& e) {
+      error = e.what();
+    }
   }
-  MPI_Barrier(comm_);
+  // The marker too: every rank learns whether rank 0 could write it (no rank left in a barrier).
+  failed = !error.empty();
+  MPI_Bcast(&failed, 1, MPI_INT, 0, comm_);
+  ADAPREC_CHECK(!failed, ErrorCode::kIo,
+                "checkpoint at step " << snapshot.step << ": rank 0 " << (rank_ == 0 ? error : "could not write its marker"));
   if (previous && *previous != snapshot.step) std::filesystem::remove(rankFile(*previous, rank_));
 }
 

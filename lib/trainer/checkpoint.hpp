@@ -57,7 +57,8 @@ TrainerSnapshot readSnapshotFile(const std::string& path);
 class CheckpointDirectory {
  public:
   CheckpointDirectory(std::string dir, MPI_Comm comm);
-  // Collective: every rank writes its snapshot for snapshot.step.
+  // Collective: every rank writes its snapshot for snapshot.step. A failure on any rank (a file, or
+  // rank 0's LATEST marker) throws Error(kIo) on every rank, after all of them have learnt of it.
   void save(const TrainerSnapshot& snapshot);
   // The step LATEST points to, or none when the directory holds no checkpoint yet.
   std::optional<std::uint64_t> latestStep() const;

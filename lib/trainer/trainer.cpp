@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <iomanip>
 #include <sstream>
+#include <string_view>
 
 #include "adaprec/error.hpp"
 
@@ -22,6 +24,12 @@ double now() {
 }
 
 constexpr std::size_t kEvalChunk = 500;
+
+// FNV-1a over bytes, continuing from `hash` (kLogHashStart for none): the log's identity in checkpoints.
+std::uint64_t hashLogBytes(std::uint64_t hash, std::string_view bytes) {
+  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return hash;
+}
 
 // An MPI-wide verdict: every rank learns whether any rank failed, so nobody waits for a failed peer.
 void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::string& what,
@@ -246,6 +254,7 @@ void Trainer::writeLogLine(const std::string& line) {
     return;
   }
   logBytes_ += line.size() + 1;
+  logHash_ = hashLogBytes(hashLogBytes(logHash_, line), "\n");
 }
 
 std::string Trainer::logWriteError(const char* what) const {
@@ -337,6 +346,7 @@ TrainerSnapshot Trainer::snapshot() const {
   c["loss_sum"] = lossSum_;
   c["loss_steps"] = lossSteps_;
   c["log_bytes"] = logBytes_;
+  c["log_hash"] = logHash_;
   s.counters = c.dump();
   return s;
 }
@@ -381,6 +391,7 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   exposedCommSeconds_ = c.value("exposed_comm_s", commSeconds_);  // older checkpoints: sequential
   stepSeconds_ = c.value("step_s", 0.0);
   resumeLogBytes_ = c.contains("log_bytes") ? std::optional(c.at("log_bytes").get<std::uint64_t>()) : std::nullopt;
+  resumeLogHash_ = c.contains("log_hash") ? std::optional(c.at("log_hash").get<std::uint64_t>()) : std::nullopt;
 }
 
 void Trainer::resumeFromCheckpoint() {
@@ -431,30 +442,63 @@ void Trainer::resumeFromCheckpoint() {
                                static_cast<unsigned long long>(step_));
 }
 
-void Trainer::trimLogForResume() {
+void Trainer::trimLogForResume(bool nothingLeft) {
   // The killed run may have logged evaluations and decisions after its last checkpoint; the resumed
   // run redoes those steps and logs them again, so the log is cut back to what it held at the
-  // checkpoint. A log that is not this run's (missing, or shorter than recorded) is appended to.
+  // checkpoint. Only a log that begins with the checkpointed run's records is cut: one that is not
+  // this run's (missing, shorter than recorded, or other bytes: a --log naming another file) is
+  // appended to. A checkpoint at the end of training redoes nothing, so its log keeps everything.
   logBytes_ = 0;
+  logHash_ = kLogHashStart;
   if (!resumeLogBytes_) return;
+  std::ifstream in(config_.logPath, std::ios::binary);
   std::error_code ec;
   const std::uintmax_t size = std::filesystem::file_size(config_.logPath, ec);
-  if (ec || size < *resumeLogBytes_) {
-    std::fprintf(stderr, "adaprec-train: log %s is not the checkpointed run's (%s): appending to it\n",
-                 config_.logPath.c_str(), ec ? "missing" : "shorter than the checkpoint recorded");
-    if (!ec) logBytes_ = size;
+  if (ec || !in.good()) {
+    std::fprintf(stderr, "adaprec-train: log %s is not the checkpointed run's (missing): appending to it\n",
+                 config_.logPath.c_str());
     return;
   }
+  // The hash of the first n bytes, then of the rest: both are needed whatever the verdict.
+  auto hashNext = [&in](std::uint64_t hash, std::uintmax_t n) {
+    std::string buffer(1 << 16, '\0');
+    while (n > 0 && in.good()) {
+      in.read(buffer.data(), static_cast<std::streamsize>(std::min<std::uintmax_t>(n, buffer.size())));
+      hash = hashLogBytes(hash, std::string_view(buffer.data(), static_cast<std::size_t>(in.gcount())));
+      n -= static_cast<std::uintmax_t>(in.gcount());
+    }
+    return hash;
+  };
+  const std::uint64_t prefixHash = hashNext(kLogHashStart, std::min<std::uintmax_t>(size, *resumeLogBytes_));
+  const bool ours = size >= *resumeLogBytes_ && (!resumeLogHash_ || prefixHash == *resumeLogHash_);
+  if (!ours || nothingLeft) {
+    if (!ours) {
+      std::fprintf(stderr, "adaprec-train: log %s is not the checkpointed run's (%s): appending to it\n",
+                   config_.logPath.c_str(),
+                   size < *resumeLogBytes_ ? "shorter than the checkpoint recorded" : "it begins with other records");
+    }
+    logBytes_ = size;
+    logHash_ = hashNext(prefixHash, size - std::min<std::uintmax_t>(size, *resumeLogBytes_));
+    return;
+  }
+  in.close();
   std::filesystem::resize_file(config_.logPath, *resumeLogBytes_, ec);
   ADAPREC_CHECK(!ec, ErrorCode::kIo, "cannot cut log " << config_.logPath << " back to the checkpoint: " << ec.message());
   logBytes_ = *resumeLogBytes_;
+  logHash_ = prefixHash;
 }
 
 void Trainer::saveCheckpoint() {
   if (!checkpoints_) return;
   // A checkpoint records how many log bytes belong to it: those bytes must have been written.
   checkLog();
-  checkpoints_->save(snapshot());
+  try {
+    checkpoints_->save(snapshot());
+  } catch (const Error& e) {
+    // save() throws on every rank alike: end as for any agreed error, so that each rank's line is
+    // printed (MPI_Abort cut all but one of them).
+    throw AgreedError(e.code(), e.what());
+  }
 }
 
 void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson) {
@@ -528,9 +572,13 @@ void Trainer::printProgress(bool force) {
 
 Evaluation Trainer::train(StepHook* hook) {
   if (config_.resume) resumeFromCheckpoint();
+  const std::uint64_t end = totalSteps();
+  // Resumed from the checkpoint at the end of training: the run is complete and its log too (a second
+  // final evaluation and a fresh controller summary with none of its decisions were appended before).
+  const bool nothingLeft = step_ > 0 && step_ >= end;
   if (rank_ == 0 && !config_.logPath.empty()) {
     try {
-      if (step_ > 0) trimLogForResume();
+      if (step_ > 0) trimLogForResume(nothingLeft);
       errno = 0;
       log_.open(config_.logPath, step_ > 0 ? std::ios::app : std::ios::trunc);
       if (!log_.good()) logError_ = logWriteError("open");
@@ -539,7 +587,6 @@ Evaluation Trainer::train(StepHook* hook) {
     }
   }
   if (!config_.logPath.empty()) checkLog();
-  const std::uint64_t end = totalSteps();
   Evaluation last;
   bool haveLast = false;
   while (step_ < end) {
@@ -570,10 +617,17 @@ Evaluation Trainer::train(StepHook* hook) {
     const bool checkpointNow = config_.checkpointEvery > 0 ? crossed(config_.checkpointEvery) : epochEnd;
     if (checkpoints_ && (checkpointNow || step_ == end)) saveCheckpoint();
   }
-  if (hook != nullptr) hook->finish(*this);
-  if (!haveLast) {
-    last = evaluate(0);
-    logEvaluation(last);
+  if (nothingLeft) {
+    if (rank_ == 0)
+      std::fprintf(stderr, "adaprec-train: the checkpoint is at the end of training (step %llu): nothing left to train\n",
+                   static_cast<unsigned long long>(step_));
+    last = evaluate(0);  // what the run returns, not logged again
+  } else {
+    if (hook != nullptr) hook->finish(*this);
+    if (!haveLast) {
+      last = evaluate(0);
+      logEvaluation(last);
+    }
   }
   closeLog();
   return last;

@@ -100,6 +100,9 @@ struct Evaluation {
   std::uint64_t images = 0;
 };
 
+// FNV-1a's offset basis: the log hash of an empty log.
+inline constexpr std::uint64_t kLogHashStart = 0xcbf29ce484222325ull;
+
 class Trainer {
  public:
   Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset test,
@@ -159,7 +162,8 @@ class Trainer {
   std::string fingerprint() const;
   void resumeFromCheckpoint();
   void saveCheckpoint();
-  void trimLogForResume();
+  // nothingLeft: the checkpoint is at the end of training, so no record after it is redone.
+  void trimLogForResume(bool nothingLeft);
   void writeLogLine(const std::string& line);  // rank 0; a failure is kept in logError_
   std::string logWriteError(const char* what) const;  // the message for a failed open/write, with errno's text
   void checkLog();                             // collective: throws Error(kIo) on every rank if a write failed
@@ -209,7 +213,8 @@ class Trainer {
   // Bytes this run's log holds (rank 0): saved in checkpoints so that a resume cuts the log back to the
   // checkpoint, dropping records of steps that the resumed run will redo.
   std::uint64_t logBytes_ = 0;
-  std::optional<std::uint64_t> resumeLogBytes_;
+  std::uint64_t logHash_ = kLogHashStart;  // FNV-1a of the logBytes_ bytes, recorded with them
+  std::optional<std::uint64_t> resumeLogBytes_, resumeLogHash_;
 };
 
 }  // namespace adaprec::trainer

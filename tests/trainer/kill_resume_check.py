@@ -222,6 +222,27 @@ def main():
         for a, b in zip(ref_evals, evals):
             if a != b:
                 fail(f"evaluation at step {a['step']} differs:\n  {a}\n  {b}")
+        # Resuming the finished run changes nothing: before, it appended a second final evaluation (and
+        # adaptive runs a controller summary with none of their decisions).
+        with open(log, "rb") as f:
+            finished_log = f.read()
+        again = subprocess.run(command + ["--resume"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with open(log, "rb") as f:
+            if again.returncode != 0 or "nothing left to train" not in again.stdout or f.read() != finished_log:
+                fail(f"resuming the finished run changed its log or failed:\n{again.stdout[-2000:]}")
+        # A --log that is not this run's (a file longer than the checkpoint's log) is appended to, never
+        # cut to the checkpoint's byte count (before: cut mid-line, a record glued to the cut).
+        other = os.path.join(work, "other.txt")
+        with open(other, "w") as f:
+            f.write("".join(f"{i}\n" for i in range(1, 3001)))
+        with open(other, "rb") as f:
+            other_bytes = f.read()
+        foreign = subprocess.run(base + ["--checkpoint", dir_, "--log", other, "--resume"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        with open(other, "rb") as f:
+            if foreign.returncode != 0 or "not the checkpointed run's" not in foreign.stdout or \
+                    not f.read().startswith(other_bytes):
+                fail(f"a foreign --log was cut or the resume failed:\n{foreign.stdout[-2000:]}")
         print(f"resumed at steps {resumes[0]} and {resumes[1]} of {total}: final weights, momentum, RNG, "
               f"residuals and all {len(evals)} logged evaluations (last test accuracy "
               f"{evals[-1]['test_accuracy']:.4f}) equal the uninterrupted run's", flush=True)
