@@ -17,8 +17,13 @@ import sys
 def read_timeline(path):
     with open(path, encoding="utf-8") as f:
         text = f.read().rstrip()
+    if not text:
+        return []  # created, then nothing written (a rank killed at once)
     if text.endswith("]"):
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass  # a cut line that happens to end in ']': the rules below
     try:
         return json.loads(text + "\n]")
     except json.JSONDecodeError:
@@ -35,7 +40,11 @@ def summarise(paths):
     for path in paths:
         events = read_timeline(path)
         calls = sorted((e for e in events if e.get("name") == "allreduce"), key=lambda e: e["ts"])
-        starts = [c["ts"] for c in calls]
+        # Each thread's calls run one after another (tid numbers a process's threads); a step belongs to
+        # the last call of its own thread that began at or before it.
+        starts_of = {}  # tid -> [(start, index in calls)]
+        for i, c in enumerate(calls):
+            starts_of.setdefault(c.get("tid", 0), []).append((c["ts"], i))
         steps = {}
         for e in events:
             if e.get("name") == "allreduce error" and e.get("ph") == "i":
@@ -45,9 +54,10 @@ def summarise(paths):
             part = PARTS.get(e.get("name"))
             if part is None:
                 continue
-            # The innermost call that began at or before the step (calls run one after another).
-            i = bisect.bisect_right(starts, e["ts"] + 0.002) - 1
-            if i >= 0:
+            starts = starts_of.get(e.get("tid", 0), [])
+            k = bisect.bisect_right(starts, (e["ts"] + 0.002, len(calls))) - 1
+            if k >= 0:
+                i = starts[k][1]
                 steps.setdefault(i, {}).setdefault(part, 0.0)
                 steps[i][part] += e["dur"]
         for i, c in enumerate(calls):

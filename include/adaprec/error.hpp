@@ -43,6 +43,9 @@ inline constexpr const char* kMessagePrefix = "adaprec: ";
 // for an internal error, whose place is what a bug report needs. Any other exception's what() as it is.
 std::string messageForUsers(const std::exception& e);
 
+// what() without kMessagePrefix (the check's place kept): for lines that already begin with it.
+std::string withoutMessagePrefix(const std::exception& e);
+
 namespace detail {
 [[noreturn]] void throwError(ErrorCode code, const std::string& message, const char* condition,
                              const char* file, int line);

@@ -6,7 +6,9 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,7 +35,8 @@ std::string sizeText(double bytes) {
 
 std::string secondsText(double s) {
   char buffer[32];
-  if (s >= 1e-3) std::snprintf(buffer, sizeof buffer, "%.3g ms", s * 1e3);
+  if (s >= 1) std::snprintf(buffer, sizeof buffer, "%.3g s", s);  // not "1.61e+03 ms"
+  else if (s >= 1e-3) std::snprintf(buffer, sizeof buffer, "%.3g ms", s * 1e3);
   else std::snprintf(buffer, sizeof buffer, "%.3g us", s * 1e6);
   return buffer;
 }
@@ -306,10 +309,14 @@ void AutoSelector::save(Transport& transport) const {
   // Written whole under a temporary name, then renamed: a reader never sees half a file.
   const std::string temporary = calibrationTemporaryPath(path);
   {
+    errno = 0;
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out << serializeCalibration(*calibration_);
-    if (!out) {
-      std::fprintf(stderr, "adaprec: cannot write the calibration to %s\n", temporary.c_str());
+    out.close();  // the bytes reach the file here: a full disk fails at the close, not at the <<
+    if (out.fail()) {
+      std::fprintf(stderr, "adaprec: cannot write the calibration to %s: %s (the file %s is left as it was)\n",
+                   temporary.c_str(), errno ? std::strerror(errno) : "write failed", path.c_str());
+      std::remove(temporary.c_str());
       return;
     }
   }

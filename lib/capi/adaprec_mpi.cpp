@@ -178,12 +178,12 @@ extern "C" int AdaPrec_Allreduce(const void* sendbuf, void* recvbuf, int count, 
                             std::memory_order_relaxed);
     return MPI_SUCCESS;
   } catch (const adaprec::Error& e) {
-    std::fprintf(stderr, "adaprec: AdaPrec_Allreduce failed: %s\n", e.what());
+    std::fprintf(stderr, "adaprec: AdaPrec_Allreduce failed: %s\n", adaprec::withoutMessagePrefix(e).c_str());
     const int code = errorClassFor(e.code());
     MPI_Comm_call_errhandler(comm, code);
     return code;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "adaprec: AdaPrec_Allreduce failed: %s\n", e.what());
+    std::fprintf(stderr, "adaprec: AdaPrec_Allreduce failed: %s\n", adaprec::withoutMessagePrefix(e).c_str());
     MPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
     return MPI_ERR_INTERN;
   }

@@ -169,10 +169,10 @@ extern "C" ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuf
     state.communicator->allreduce(static_cast<const float*>(sendbuff), static_cast<float*>(recvbuff), count, options);
     return ncclSuccess;
   } catch (const adaprec::Error& e) {
-    report(std::string("adaprecNcclAllReduce failed: ") + e.what());
+    report("adaprecNcclAllReduce failed: " + adaprec::withoutMessagePrefix(e));
     return resultFor(e.code());
   } catch (const std::exception& e) {
-    report(std::string("adaprecNcclAllReduce failed: ") + e.what());
+    report("adaprecNcclAllReduce failed: " + adaprec::withoutMessagePrefix(e));
     return ncclInternalError;
   }
 }

@@ -20,13 +20,18 @@ const char* errorCodeName(ErrorCode code) {
   return "unknown error";
 }
 
-std::string messageForUsers(const std::exception& e) {
+std::string withoutMessagePrefix(const std::exception& e) {
   std::string message = e.what();
-  const auto* error = dynamic_cast<const Error*>(&e);
-  if (error == nullptr) return message;
+  if (dynamic_cast<const Error*>(&e) != nullptr && message.rfind(kMessagePrefix, 0) == 0)
+    message.erase(0, std::string_view(kMessagePrefix).size());
+  return message;
+}
+
+std::string messageForUsers(const std::exception& e) {
   // The caller names itself ("adaprec-train: ", the C API's "adaprec: "): not twice.
-  if (message.rfind(kMessagePrefix, 0) == 0) message.erase(0, std::string_view(kMessagePrefix).size());
-  if (error->code() == ErrorCode::kInternal) return message;
+  std::string message = withoutMessagePrefix(e);
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr || error->code() == ErrorCode::kInternal) return message;
   const std::string suffix = std::string(" [") + errorCodeName(error->code());
   const std::size_t at = message.rfind(suffix);
   if (at != std::string::npos && message.back() == ']') message.resize(at);

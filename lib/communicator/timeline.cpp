@@ -1,9 +1,18 @@
 #include "communicator/timeline.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <system_error>
+#include <thread>
 
 #include "adaprec/error.hpp"
 #include "communicator/fast_clock.hpp"
@@ -12,16 +21,59 @@ namespace adaprec::detail {
 namespace {
 
 // Every file this process has opened, kept until exit so that a later Communicator of the same rank
-// and path appends to it instead of truncating it; destroyed (flushed, bracket closed) at exit.
+// and path appends to it instead of truncating it; closed (flushed, bracket written) at exit, also
+// those a Communicator never freed still holds (the preload library's on MPI_COMM_WORLD when a program
+// returns without MPI_Finalize). Its thread writes events that wait while no new ones arrive.
 struct Registry {
   std::mutex mutex;
+  std::condition_variable wake;
   std::map<std::string, std::shared_ptr<Timeline>> open;
+  bool flusherRunning = false, stopping = false;
+  pid_t flusherPid = 0;  // a forked child has no such thread
+
+  void startFlusher() {  // under mutex
+    if (flusherRunning) return;
+    try {
+      std::thread([this] { flushLoop(); }).detach();
+      flusherRunning = true;
+      flusherPid = ::getpid();
+    } catch (const std::system_error&) {
+      // No thread: events are still written as they arrive, on errors and at exit.
+    }
+  }
+
+  void flushLoop() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      wake.wait_for(lock, std::chrono::duration<double>(Timeline::kFlushSeconds));
+      if (stopping) break;
+      std::vector<std::shared_ptr<Timeline>> timelines;
+      for (const auto& entry : open) timelines.push_back(entry.second);
+      lock.unlock();
+      for (const auto& timeline : timelines) timeline->flushIfStale();
+      lock.lock();
+    }
+    flusherRunning = false;
+    wake.notify_all();
+  }
+
+  ~Registry() {
+    std::unique_lock<std::mutex> lock(mutex);
+    stopping = true;
+    wake.notify_all();
+    if (flusherPid == ::getpid()) wake.wait_for(lock, std::chrono::seconds(5), [this] { return !flusherRunning; });
+    for (const auto& entry : open) entry.second->close();
+  }
 };
 
 Registry& registry() {
   static Registry instance;
   return instance;
 }
+
+// Each Timeline's serial number: what the per-thread cache of threadNumberLocked is keyed by (an
+// address could be reused by a later Timeline).
+std::atomic<std::uint64_t> nextSerial{1};
 
 // The per-process origin of the timestamps: the first timeline opened.
 std::uint64_t originTicks() {
@@ -61,24 +113,67 @@ std::shared_ptr<Timeline> Timeline::open(const std::string& path, int rank) {
   const std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.open.find(name);
   if (it != r.open.end()) return it->second;
-  std::FILE* file = std::fopen(name.c_str(), "w");
-  ADAPREC_CHECK_ARG(file != nullptr, "timeline file " << name << " cannot be created: " << std::strerror(errno));
-  auto timeline = std::make_shared<Timeline>(file, rank);
+  const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ADAPREC_CHECK_ARG(fd >= 0, "timeline file " << name << " cannot be created: " << std::strerror(errno));
+  // The opening bracket is written here, so that a file on a full disk is refused now, not left empty.
+  const ssize_t n = ::write(fd, "[\n", 2);
+  const int err = n == 2 ? 0 : (n < 0 ? errno : ENOSPC);
+  if (err != 0) {
+    ::close(fd);
+    ::unlink(name.c_str());
+    ADAPREC_FAIL(ErrorCode::kInvalidArgument, "timeline file " << name << " cannot be written: " << std::strerror(err));
+  }
+  auto timeline = std::make_shared<Timeline>(fd, name, rank);
   r.open.emplace(name, timeline);
+  r.startFlusher();
   return timeline;
 }
 
-Timeline::Timeline(std::FILE* file, int rank) : lastWriteTicks_(fastClockTicks()), file_(file), rank_(rank) {
+Timeline::Timeline(int fd, std::string name, int rank)
+    : serial_(nextSerial.fetch_add(1)), lastWriteTicks_(fastClockTicks()), fd_(fd), name_(std::move(name)),
+      writtenBytes_(2), pid_(::getpid()), rank_(rank) {
   events_.reserve(kFlushEvents);
-  std::fputs("[\n", file_);
-  std::fflush(file_);
 }
 
-Timeline::~Timeline() {
+Timeline::~Timeline() { close(); }
+
+void Timeline::close() {
   const std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_ < 0) return;
+  if (::getpid() != pid_) {  // a forked child's exit: the file is the parent's
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
   writeLocked();
-  std::fputs("\n]\n", file_);
-  std::fclose(file_);
+  if (fd_ >= 0 && writeText("\n]\n")) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+bool Timeline::writeText(std::string_view text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      // Whole lines only: a part of this write would leave a cut event, or (if space came back later)
+      // events after a gap.
+      const bool cut = ::ftruncate(fd_, static_cast<off_t>(writtenBytes_)) == 0;
+      std::fprintf(stderr, "adaprec: timeline file %s: cannot write (%s); it %s its last whole write, and rank %d "
+                   "writes no more events to it\n", name_.c_str(), std::strerror(err), cut ? "ends at" : "may be cut after",
+                   rank_);
+      std::fflush(stderr);
+      ::close(fd_);
+      fd_ = -1;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  writtenBytes_ += text.size();
+  return true;
 }
 
 void Timeline::push(const Event& event) {
@@ -87,18 +182,30 @@ void Timeline::push(const Event& event) {
 }
 
 void Timeline::pushLocked(const Event& event) {
+  if (fd_ < 0) return;  // closed, or a write failed: nothing more reaches the file
   events_.push_back(event);
+  events_.back().thread = threadNumberLocked();
   // Events are pushed when they end, so event.end is now (instants: their moment).
   if (events_.size() >= kFlushEvents || fastClockSeconds(lastWriteTicks_, event.end) >= kFlushSeconds)
     writeLocked();
 }
 
+std::uint32_t Timeline::threadNumberLocked() {
+  thread_local std::uint64_t cachedSerial = 0;
+  thread_local std::uint32_t cachedNumber = 0;
+  if (cachedSerial != serial_) {
+    cachedNumber = threads_.emplace(std::this_thread::get_id(), static_cast<std::uint32_t>(threads_.size())).first->second;
+    cachedSerial = serial_;
+  }
+  return cachedNumber;
+}
+
 void Timeline::span(Kind kind, std::uint64_t startTicks, std::uint64_t endTicks) {
-  push(Event{kind, startTicks, endTicks, Format::kFp32, Algorithm::kNative, 0, 0, 0});
+  push(Event{kind, 0, startTicks, endTicks, Format::kFp32, Algorithm::kNative, 0, 0, 0});
 }
 
 void Timeline::call(std::uint64_t startTicks, std::uint64_t endTicks, const AllreduceStats& stats) {
-  push(Event{Kind::kAllreduce, startTicks, endTicks, stats.format, stats.algorithm, stats.count, stats.wireBytes,
+  push(Event{Kind::kAllreduce, 0, startTicks, endTicks, stats.format, stats.algorithm, stats.count, stats.wireBytes,
              stats.fp32Bytes});
 }
 
@@ -111,8 +218,9 @@ void Timeline::instant(const std::string& name, const std::string& argsJson) {
   ADAPREC_CHECK_ARG(argsJson.find('\n') == std::string::npos, "timeline event arguments must be one line");
   const std::uint64_t now = fastClockTicks();
   const std::lock_guard<std::mutex> lock(mutex_);
+  if (fd_ < 0) return;
   instants_.emplace_back(name, argsJson);
-  pushLocked(Event{Kind::kInstant, now, now, Format::kFp32, Algorithm::kNative, instants_.size() - 1, 0, 0});
+  pushLocked(Event{Kind::kInstant, 0, now, now, Format::kFp32, Algorithm::kNative, instants_.size() - 1, 0, 0});
 }
 
 namespace {
@@ -149,9 +257,19 @@ void Timeline::flush() {
   writeLocked();
 }
 
+void Timeline::flushIfStale() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!events_.empty() && fastClockSeconds(lastWriteTicks_, fastClockTicks()) >= kFlushSeconds) writeLocked();
+}
+
 void Timeline::writeLocked() {
   lastWriteTicks_ = fastClockTicks();
   if (events_.empty()) return;
+  if (fd_ < 0 || ::getpid() != pid_) {
+    events_.clear();
+    instants_.clear();
+    return;
+  }
   text_.clear();
   char line[512];
   for (const Event& e : events_) {
@@ -161,8 +279,8 @@ void Timeline::writeLocked() {
       const int n = std::snprintf(line, sizeof line, "%s{\"name\":\"", first_ ? "" : ",");
       text_.append(line, static_cast<std::size_t>(n));
       text_ += name;
-      const int m = std::snprintf(line, sizeof line, "\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":0,\"ts\":%.3f",
-                                  rank_, ts);
+      const int m = std::snprintf(line, sizeof line, "\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f",
+                                  rank_, static_cast<unsigned>(e.thread), ts);
       text_.append(line, static_cast<std::size_t>(m));
       if (!args.empty()) text_ += ",\"args\":" + args;
       text_ += "}\n";
@@ -172,8 +290,8 @@ void Timeline::writeLocked() {
     const double dur = fastClockSeconds(e.start, e.end) * 1e6;
     // Every event after the first starts with the comma, so the file up to any flush is a JSON array
     // that lacks only its closing bracket.
-    int n = std::snprintf(line, sizeof line, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f",
-                          first_ ? "" : ",", kindName(e.kind), rank_, ts, dur);
+    int n = std::snprintf(line, sizeof line, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f",
+                          first_ ? "" : ",", kindName(e.kind), rank_, static_cast<unsigned>(e.thread), ts, dur);
     first_ = false;
     text_.append(line, static_cast<std::size_t>(n));
     if (e.kind == Kind::kAllreduce) {
@@ -190,8 +308,7 @@ void Timeline::writeLocked() {
   events_.clear();
   instants_.clear();
   // One write per flush: a rank killed between flushes leaves whole lines.
-  std::fwrite(text_.data(), 1, text_.size(), file_);
-  std::fflush(file_);
+  writeText(text_);
 }
 
 }  // namespace adaprec::detail

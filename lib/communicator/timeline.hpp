@@ -5,24 +5,29 @@
 // docs/timeline.md describes the file.
 //
 // Events are buffered in memory and written when the buffer holds kFlushEvents events, when an event
-// arrives kFlushSeconds or more after the last write, when an allreduce fails (the Communicator records
-// an "allreduce error" instant and flushes before the error leaves it), when a Communicator using the
-// file is destroyed and at process exit, so memory stays bounded and a killed rank leaves a file that
-// is readable up to its last flush (a job that aborts on an error, or kills its ranks when another
-// failed, loses at most the last second): the file is a JSON array written one event
-// per line, and its closing bracket is only written at process exit (the Trace Event Format allows an
-// unterminated array). One Timeline per file per process, shared by every Communicator of that rank
-// and path, thread-safe. Timestamps are fast-clock ticks (communicator/fast_clock.hpp), converted to
-// microseconds from a per-process origin when written.
+// arrives kFlushSeconds or more after the last write, by a background thread of the process every
+// kFlushSeconds while events wait (a rank idle in an evaluation, or stuck, has written what it did
+// before), when an allreduce fails (the Communicator records an "allreduce error" instant and flushes
+// before the error leaves it), when a Communicator using the file is destroyed and at process exit
+// (also without MPI_Finalize, from a Communicator never freed), so memory stays bounded and a killed
+// rank leaves a file that is readable up to its last write (at most the last second lost): the file is
+// a JSON array written one event per line, and its closing bracket is only written at process exit
+// (the Trace Event Format allows an unterminated array). A write that fails (a full disk) is reported
+// once on stderr, the file cut back to its last whole write, and nothing more is written to it. One
+// Timeline per file per process, shared by every Communicator of that rank and path, thread-safe;
+// `tid` numbers the threads recording into the file in the order of their first event (0, 1, ...). Timestamps are
+// fast-clock ticks (communicator/fast_clock.hpp), converted to microseconds from a per-process origin
+// when written.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,17 +58,23 @@ class Timeline {
   // An "allreduce error" instant with the error's code, message and the call's count, then flush():
   // the failing call is the one event a run that ends on the error must not lose.
   void failure(std::string_view code, std::string_view message, std::size_t count);
-  // Writes the buffered events to the file (and fflush).
+  // Writes the buffered events to the file.
   void flush();
+  // flush() when events wait and the last write is kFlushSeconds old (the background thread's call).
+  void flushIfStale();
+  // flush(), the closing bracket, and the file closed; later events are dropped. Idempotent.
+  void close();
 
-  Timeline(std::FILE* file, int rank);
-  ~Timeline();  // flushes and writes the closing bracket
+  // fd: the file, open for writing and empty; name: its name, for messages.
+  Timeline(int fd, std::string name, int rank);
+  ~Timeline();  // close()
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
  private:
   struct Event {
     Kind kind;
+    std::uint32_t thread;  // the pushing thread's number (the event's tid)
     std::uint64_t start;  // kInstant: `count` indexes instants_
     std::uint64_t end;
     Format format;
@@ -77,9 +88,22 @@ class Timeline {
 
   void pushLocked(const Event& event);
 
+  // Writes text whole at the end of the file; false (after one report, the file cut back to its last
+  // whole write and closed for writing) when it cannot.
+  bool writeText(std::string_view text);
+
+  // The calling thread's number in this file (0 for the first thread to record here, then 1, ...).
+  std::uint32_t threadNumberLocked();
+
   std::mutex mutex_;
+  const std::uint64_t serial_;  // unique per Timeline of the process
+  std::map<std::thread::id, std::uint32_t> threads_;
   std::uint64_t lastWriteTicks_ = 0;
-  std::FILE* file_;
+  int fd_;             // -1 once closed or failed
+  std::string name_;
+  std::uint64_t writtenBytes_ = 0;  // whole writes so far: where a failed one is cut back to
+  int pid_;            // the process that opened the file: a forked child (its copy of the buffered
+                       // events, its exit) must not write into the parent's file
   int rank_;
   bool first_ = true;
   std::vector<Event> events_;

@@ -230,7 +230,7 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
   try {
     writeFileAtomically(rankFile(snapshot.step, rank_), serializeSnapshot(snapshot));
   } catch (const Error& e) {
-    error = e.what();
+    error = withoutMessagePrefix(e);
   }
   int failed = !error.empty(), anyFailed = 0;
   MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm_);
@@ -243,7 +243,7 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
     try {
       writeFileAtomically(dir_ + "/LATEST", std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
     } catch (const Error& e) {
-      error = e.what();
+      error = withoutMessagePrefix(e);
     }
   }
   // The marker too: every rank learns whether rank 0 could write it (no rank left in a barrier).

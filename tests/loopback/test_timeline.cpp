@@ -12,7 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
@@ -324,5 +328,83 @@ TEST_CASE("timeline: events reach the file within a second, not only every 4096 
   int calls = 0;
   for (const json& e : parseTimelineText(text)) calls += e.at("name") == "allreduce" ? 1 : 0;
   CHECK(calls >= 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeline: events are written within a few seconds even when no event follows them", "[timeline]") {
+  // The process's flushing thread: a rank idle after a burst (an evaluation, a stuck peer) and then
+  // killed had lost the whole burst (only `[` in the file).
+  const std::filesystem::path dir = freshDirectory();
+  const std::string prefix = (dir / "idle").string();
+  std::string text;
+  LoopbackGroup group(1, 0);
+  runLoopback(group, [&](int, std::shared_ptr<Transport> transport) {
+    Communicator comm(transport, writingTo(prefix));
+    std::vector<float> data(4096, 1.0f);
+    for (int i = 0; i < 3; ++i) comm.allreduce(data.data(), data.size(), fp16Ring());
+    std::this_thread::sleep_for(std::chrono::duration<double>(detail::Timeline::kFlushSeconds * 3.5));
+    text = readTextFile(prefix + ".rank0.json");  // the Communicator is still alive: no close yet
+  });
+  int calls = 0;
+  for (const json& e : parseTimelineText(text)) calls += e.at("name") == "allreduce" ? 1 : 0;
+  CHECK(calls == 3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeline: a write that fails leaves the file at its last whole write, and nothing after it",
+          "[timeline]") {
+  // A full disk: the first write that fails is reported, the file cut back to whole lines, and no later
+  // write lands after a gap (space freed later had left files with a hole in the middle). A file size
+  // limit stands in for the full disk (writes past it fail with EFBIG).
+  const std::filesystem::path dir = freshDirectory();
+  const std::string name = (dir / "limited.json").string();
+  const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "[\n", 2) == 2);
+  std::uintmax_t sizeAfterFirst = 0;
+  {
+    detail::Timeline timeline(fd, name, 0);
+    timeline.span(detail::Timeline::Kind::kEncode, 10, 20);
+    timeline.flush();
+    sizeAfterFirst = std::filesystem::file_size(name);
+    struct rlimit old {};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+    const auto previousHandler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old;
+    small.rlim_cur = static_cast<rlim_t>(sizeAfterFirst + 100);  // room for one more event, not for many
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    for (int i = 0; i < 200; ++i) timeline.span(detail::Timeline::Kind::kDecode, 30, 40);
+    timeline.flush();  // fails: cut back
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &old) == 0);
+    std::signal(SIGXFSZ, previousHandler);
+    timeline.span(detail::Timeline::Kind::kWait, 50, 60);
+    timeline.flush();  // room again: still nothing written
+  }  // close(): no closing bracket after a failure
+  CHECK(std::filesystem::file_size(name) == sizeAfterFirst);
+  const std::vector<json> events = parseTimelineText(readTextFile(name));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].at("name") == "encode");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeline: threads recording into one file get tids of their own", "[timeline]") {
+  // Calls of several threads (each on its own communicator, MPI_THREAD_MULTIPLE) overlap in time: on
+  // one tid they could not nest, and the summary gave steps to the wrong calls.
+  const std::filesystem::path dir = freshDirectory();
+  const std::string prefix = (dir / "threads").string();
+  {
+    const std::shared_ptr<detail::Timeline> timeline = detail::Timeline::open(prefix, 0);
+    timeline->span(detail::Timeline::Kind::kEncode, 1, 2);
+    std::thread other([&] {
+      timeline->span(detail::Timeline::Kind::kDecode, 3, 4);
+      timeline->span(detail::Timeline::Kind::kWait, 5, 6);
+    });
+    other.join();
+    timeline->span(detail::Timeline::Kind::kEncode, 7, 8);
+    timeline->flush();
+  }
+  std::vector<int> tids;
+  for (const json& e : parseTimelineText(readTextFile(prefix + ".rank0.json"))) tids.push_back(e.at("tid").get<int>());
+  CHECK(tids == std::vector<int>{0, 1, 1, 0});
   std::filesystem::remove_all(dir);
 }
