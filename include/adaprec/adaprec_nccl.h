@@ -36,7 +36,11 @@ ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuff, size_t c
                                   cudaStream_t stream);
 
 /* Frees AdaPrec's state for `comm` (its split communicators, streams and device codecs). Call it on
- * every rank before ncclCommDestroy(comm) if adaprecNcclAllReduce used the communicator. */
+ * every rank before ncclCommDestroy(comm) if adaprecNcclAllReduce used the communicator: the state is
+ * kept per ncclComm_t value, and a later communicator that NCCL gives the same address would find it.
+ * Where that one differs in size, rank or device, adaprecNcclAllReduce sets the old state aside
+ * (never freed) and starts afresh, with one line naming this function; one alike in all three cannot
+ * be told apart. */
 ncclResult_t adaprecNcclCommFree(ncclComm_t comm);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/error.hpp"
@@ -28,6 +29,9 @@ using adaprec::Communicator;
 using adaprec::EnvironmentConfig;
 
 struct CommState {
+  // What the communicator was when this state was made: a call whose ncclComm_t no longer matches
+  // starts afresh (stateFor), not on the old communicator's split channels.
+  int ranks = -1, rank = -1, device = -1;
   bool agreed = false;
   std::shared_ptr<adaprec::detail::NcclTransport> transport;
   std::unique_ptr<Communicator> communicator;
@@ -44,17 +48,45 @@ std::map<ncclComm_t, std::unique_ptr<CommState>>& states() {
   return s;
 }
 
-CommState& stateFor(ncclComm_t comm) {
-  std::lock_guard lock(statesMutex());
-  std::unique_ptr<CommState>& state = states()[comm];
-  if (!state) state = std::make_unique<CommState>();
-  return *state;
-}
-
 // One line to stderr: "adaprec: ...".
 void report(const std::string& message) {
   std::fprintf(stderr, "adaprec: %s\n", message.c_str());
   std::fflush(stderr);
+}
+
+// AdaPrec's state of `comm`, made on its first use. State is kept per ncclComm_t value until
+// adaprecNcclCommFree: a communicator destroyed without it leaves its state behind, and NCCL may hand
+// its address to a later communicator. Where that one differs in size, rank or device, the old
+// communicator is gone for sure: its state is set aside (never freed: destroying its split
+// communicators could wait on ranks that are gone) and the call starts afresh, agreement included, as
+// every rank of the new communicator then does (one line says so). One alike in all three cannot be
+// told apart (the header asks for adaprecNcclCommFree).
+ncclResult_t stateFor(ncclComm_t comm, CommState*& out) {
+  int ranks = -1, rank = -1, device = -1;
+  if (ncclCommCount(comm, &ranks) != ncclSuccess || ncclCommUserRank(comm, &rank) != ncclSuccess ||
+      ncclCommCuDevice(comm, &device) != ncclSuccess) {
+    report("adaprecNcclAllReduce: ncclCommCount, ncclCommUserRank or ncclCommCuDevice failed on this communicator");
+    return ncclInvalidArgument;
+  }
+  static std::vector<std::unique_ptr<CommState>> setAside;  // states of destroyed communicators
+  std::lock_guard lock(statesMutex());
+  std::unique_ptr<CommState>& state = states()[comm];
+  if (state && (state->ranks != ranks || state->rank != rank || state->device != device)) {
+    report("adaprecNcclAllReduce: this ncclComm_t (" + std::to_string(ranks) + " ranks, rank " + std::to_string(rank) +
+           ", device " + std::to_string(device) + ") had the state of a destroyed communicator (" +
+           std::to_string(state->ranks) + " ranks, rank " + std::to_string(state->rank) + ", device " +
+           std::to_string(state->device) + "), never freed: call adaprecNcclCommFree(comm) before "
+           "ncclCommDestroy(comm). Starting afresh");
+    setAside.push_back(std::move(state));
+  }
+  if (!state) {
+    state = std::make_unique<CommState>();
+    state->ranks = ranks;
+    state->rank = rank;
+    state->device = device;
+  }
+  out = state.get();
+  return ncclSuccess;
 }
 
 // The environment, read once; nullptr (after one line on stderr) when a value is invalid.
@@ -131,7 +163,9 @@ extern "C" ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuf
   if (cfg == nullptr) return ncclInvalidArgument;
   if (datatype != ncclFloat32 || op != ncclSum || comm == nullptr || count == 0)
     return ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  CommState& state = stateFor(comm);
+  CommState* found = nullptr;
+  if (const ncclResult_t rc = stateFor(comm, found); rc != ncclSuccess) return rc;
+  CommState& state = *found;
   if (const ncclResult_t rc = agreeSettings(comm, stream, state, *cfg); rc != ncclSuccess) return rc;
   // Default fp32 + auto means "behave exactly like NCCL": the very same ncclAllReduce call.
   const bool plainFp32 = cfg->format.selection == adaprec::Selection::kFixed &&
