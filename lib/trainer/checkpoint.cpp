@@ -224,13 +224,15 @@ std::string CheckpointDirectory::rankFile(std::uint64_t step, int rank) const {
 }
 
 void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
-  const std::optional<std::uint64_t> previous = latestStep();
-  // A failure on one rank must reach all of them before anyone waits in a barrier.
+  // A failure on one rank must reach all of them before anyone waits: reading LATEST too (a stale or
+  // short read on a network file system fails on one rank only).
+  std::optional<std::uint64_t> previous;
   std::string error;
   try {
+    previous = latestStep();
     writeFileAtomically(rankFile(snapshot.step, rank_), serializeSnapshot(snapshot));
   } catch (const Error& e) {
-    error = withoutMessagePrefix(e);
+    error = messageForUsers(e);
   }
   int failed = !error.empty(), anyFailed = 0;
   MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm_);
@@ -243,7 +245,7 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
     try {
       writeFileAtomically(dir_ + "/LATEST", std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
     } catch (const Error& e) {
-      error = withoutMessagePrefix(e);
+      error = messageForUsers(e);
     }
   }
   // The marker too: every rank learns whether rank 0 could write it (no rank left in a barrier).
@@ -251,7 +253,8 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
   MPI_Bcast(&failed, 1, MPI_INT, 0, comm_);
   ADAPREC_CHECK(!failed, ErrorCode::kIo,
                 "checkpoint at step " << snapshot.step << ": rank 0 " << (rank_ == 0 ? error : "could not write its marker"));
-  if (previous && *previous != snapshot.step) std::filesystem::remove(rankFile(*previous, rank_));
+  std::error_code ignored;  // an old generation left behind costs space, not correctness
+  if (previous && *previous != snapshot.step) std::filesystem::remove(rankFile(*previous, rank_), ignored);
 }
 
 std::optional<std::uint64_t> CheckpointDirectory::latestStep() const {

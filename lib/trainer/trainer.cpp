@@ -347,6 +347,7 @@ TrainerSnapshot Trainer::snapshot() const {
   c["loss_steps"] = lossSteps_;
   c["log_bytes"] = logBytes_;
   c["log_hash"] = logHash_;
+  c["log_path"] = logIdentity_;
   s.counters = c.dump();
   return s;
 }
@@ -392,6 +393,7 @@ void Trainer::restore(const TrainerSnapshot& s, RestoreMode mode) {
   stepSeconds_ = c.value("step_s", 0.0);
   resumeLogBytes_ = c.contains("log_bytes") ? std::optional(c.at("log_bytes").get<std::uint64_t>()) : std::nullopt;
   resumeLogHash_ = c.contains("log_hash") ? std::optional(c.at("log_hash").get<std::uint64_t>()) : std::nullopt;
+  resumeLogIdentity_ = c.contains("log_path") ? std::optional(c.at("log_path").get<std::string>()) : std::nullopt;
 }
 
 void Trainer::resumeFromCheckpoint() {
@@ -470,12 +472,16 @@ void Trainer::trimLogForResume(bool nothingLeft) {
     return hash;
   };
   const std::uint64_t prefixHash = hashNext(kLogHashStart, std::min<std::uintmax_t>(size, *resumeLogBytes_));
-  const bool ours = size >= *resumeLogBytes_ && (!resumeLogHash_ || prefixHash == *resumeLogHash_);
+  const bool samePath = !resumeLogIdentity_ || *resumeLogIdentity_ == logIdentity_;
+  const bool ours = samePath && size >= *resumeLogBytes_ && (!resumeLogHash_ || prefixHash == *resumeLogHash_);
   if (!ours || nothingLeft) {
     if (!ours) {
+      const std::string why = !samePath ? "the checkpointed run logged to " +
+                                              (resumeLogIdentity_->empty() ? std::string("no file") : *resumeLogIdentity_)
+                              : size < *resumeLogBytes_ ? std::string("shorter than the checkpoint recorded")
+                                                        : std::string("it begins with other records");
       std::fprintf(stderr, "adaprec-train: log %s is not the checkpointed run's (%s): appending to it\n",
-                   config_.logPath.c_str(),
-                   size < *resumeLogBytes_ ? "shorter than the checkpoint recorded" : "it begins with other records");
+                   config_.logPath.c_str(), why.c_str());
     }
     logBytes_ = size;
     logHash_ = hashNext(prefixHash, size - std::min<std::uintmax_t>(size, *resumeLogBytes_));
@@ -577,6 +583,9 @@ Evaluation Trainer::train(StepHook* hook) {
   // final evaluation and a fresh controller summary with none of its decisions were appended before).
   const bool nothingLeft = step_ > 0 && step_ >= end;
   if (rank_ == 0 && !config_.logPath.empty()) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::weakly_canonical(config_.logPath, ec);
+    logIdentity_ = ec ? std::filesystem::absolute(config_.logPath, ec).string() : absolute.string();
     try {
       if (step_ > 0) trimLogForResume(nothingLeft);
       errno = 0;

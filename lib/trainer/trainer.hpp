@@ -215,6 +215,10 @@ class Trainer {
   std::uint64_t logBytes_ = 0;
   std::uint64_t logHash_ = kLogHashStart;  // FNV-1a of the logBytes_ bytes, recorded with them
   std::optional<std::uint64_t> resumeLogBytes_, resumeLogHash_;
+  // The log's absolute path ("" without --log), recorded with them: a resume cuts only the log the
+  // checkpointed run wrote (an empty prefix matches any file's hash).
+  std::string logIdentity_;
+  std::optional<std::string> resumeLogIdentity_;
 };
 
 }  // namespace adaprec::trainer

@@ -193,6 +193,22 @@ def main():
         resumes = []
         step = check_latest(dir_)
         resumes.append(step)
+        # A --log that is not this run's (a longer file of other records) is appended to, never cut to
+        # the checkpoint's byte count (before: cut mid-line, a record glued to the cut). On a copy of
+        # the mid-run checkpoint, so that the resume has steps to redo and would cut its own log.
+        foreign_dir, other = os.path.join(work, "foreign"), os.path.join(work, "other.txt")
+        shutil.copytree(dir_, foreign_dir)
+        with open(other, "w") as f:
+            f.write("".join(f"{i}\n" for i in range(1, 30001)))
+        with open(other, "rb") as f:
+            other_bytes = f.read()
+        foreign = subprocess.run(base + ["--checkpoint", foreign_dir, "--log", other, "--resume"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with open(other, "rb") as f:
+            kept = f.read()
+        if foreign.returncode != 0 or "is not the checkpointed run's (the checkpointed run logged to" not in \
+                foreign.stdout or not kept.startswith(other_bytes) or len(kept) == len(other_bytes):
+            fail(f"a foreign --log was cut, not appended to, or the resume failed:\n{foreign.stdout[-2000:]}")
         run_and_kill(command + ["--resume"], dir_, exe, 0, step + 3 * CHECKPOINT_EVERY, os.path.join(work, "run2.txt"))
         with open(os.path.join(work, "run2.txt")) as f:
             text = f.read()
@@ -230,19 +246,6 @@ def main():
         with open(log, "rb") as f:
             if again.returncode != 0 or "nothing left to train" not in again.stdout or f.read() != finished_log:
                 fail(f"resuming the finished run changed its log or failed:\n{again.stdout[-2000:]}")
-        # A --log that is not this run's (a file longer than the checkpoint's log) is appended to, never
-        # cut to the checkpoint's byte count (before: cut mid-line, a record glued to the cut).
-        other = os.path.join(work, "other.txt")
-        with open(other, "w") as f:
-            f.write("".join(f"{i}\n" for i in range(1, 3001)))
-        with open(other, "rb") as f:
-            other_bytes = f.read()
-        foreign = subprocess.run(base + ["--checkpoint", dir_, "--log", other, "--resume"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
-        with open(other, "rb") as f:
-            if foreign.returncode != 0 or "not the checkpointed run's" not in foreign.stdout or \
-                    not f.read().startswith(other_bytes):
-                fail(f"a foreign --log was cut or the resume failed:\n{foreign.stdout[-2000:]}")
         print(f"resumed at steps {resumes[0]} and {resumes[1]} of {total}: final weights, momentum, RNG, "
               f"residuals and all {len(evals)} logged evaluations (last test accuracy "
               f"{evals[-1]['test_accuracy']:.4f}) equal the uninterrupted run's", flush=True)
