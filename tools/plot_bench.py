@@ -88,7 +88,8 @@ def plot(rows, algo, key, ylabel, title, path, log_y):
 
 
 def fmt(value, spec):
-    return "N/A" if value is None else format(value, spec)
+    """N/A for null (not checked); a string as it is ("inf": a result that was not finite)."""
+    return "N/A" if value is None else value if isinstance(value, str) else format(value, spec)
 
 
 def print_table(rows, algo):

@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
                          i / kCurves, i % kCurves, cell.finalPit[i][0], cell.finalPit[i][1]);
           }
         }
-        std::fclose(out);
+        ADAPREC_CHECK(std::fclose(out) == 0, adaprec::ErrorCode::kIo, "cannot write " << pitCsv);
       }
     }
 

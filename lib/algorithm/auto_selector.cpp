@@ -56,9 +56,12 @@ auto measuredOnEveryRank(Transport& transport, Measure&& measure) -> decltype(me
   }
   std::uint64_t code = failure ? static_cast<std::uint64_t>(failure->code()) : 0;
   transport.allreduceMax(&code, 1);
-  if (failure) throw Error(failure->code(), std::string("auto's probe of the device failed: ") + failure->what());
+  // Every Error's text begins with kMessagePrefix, once.
+  if (failure)
+    throw Error(failure->code(), kMessagePrefix + std::string("auto's probe of the device failed: ") +
+                                     withoutMessagePrefix(*failure));
   if (code != 0)
-    throw Error(static_cast<ErrorCode>(code), "auto's probe of the device failed on another rank");
+    throw Error(static_cast<ErrorCode>(code), kMessagePrefix + std::string("auto's probe of the device failed on another rank"));
   return value;
 }
 

@@ -1,6 +1,8 @@
 #include "communicator/timeline.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -28,48 +31,91 @@ struct Registry {
   std::mutex mutex;
   std::condition_variable wake;
   std::map<std::string, std::shared_ptr<Timeline>> open;
-  bool flusherRunning = false, stopping = false;
-  pid_t flusherPid = 0;  // a forked child has no such thread
+  std::thread* flusher = nullptr;  // joined at exit; left behind (never touched) by a forked child
+  bool stopping = false;
 
   void startFlusher() {  // under mutex
-    if (flusherRunning) return;
+    if (flusher != nullptr) return;
+    static std::once_flag forkHandlers;
+    std::call_once(forkHandlers, [] { ::pthread_atfork(&beforeFork, &afterForkInParent, &afterForkInChild); });
+    // The thread takes no signal: a process-directed one goes to the program's threads, as before.
+    sigset_t all, previous;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous);
     try {
-      std::thread([this] { flushLoop(); }).detach();
-      flusherRunning = true;
-      flusherPid = ::getpid();
+      flusher = new std::thread([this] { flushLoop(); });
     } catch (const std::system_error&) {
       // No thread: events are still written as they arrive, on errors and at exit.
     }
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   }
 
   void flushLoop() {
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
-      wake.wait_for(lock, std::chrono::duration<double>(Timeline::kFlushSeconds));
+      // A quarter of the period: an event waits at most about kFlushSeconds and a quarter.
+      wake.wait_for(lock, std::chrono::duration<double>(Timeline::kFlushSeconds / 4));
       if (stopping) break;
       std::vector<std::shared_ptr<Timeline>> timelines;
       for (const auto& entry : open) timelines.push_back(entry.second);
       lock.unlock();
-      for (const auto& timeline : timelines) timeline->flushIfStale();
+      try {
+        for (const auto& timeline : timelines) timeline->flushIfStale();
+      } catch (...) {
+        // Out of memory formatting events: they are written with the next write, or dropped at exit.
+      }
+      timelines.clear();
       lock.lock();
     }
-    flusherRunning = false;
-    wake.notify_all();
+  }
+
+  // fork() from a thread of the program while this process's flusher (or another thread) holds a lock
+  // of the timelines would leave the child a lock no thread of it releases: the locks are taken before
+  // the fork and released on both sides. The child has no flusher thread.
+  static void beforeFork() {
+    Registry& r = registry();
+    r.mutex.lock();
+    for (const auto& entry : r.open) entry.second->lockForFork();
+  }
+  static void afterForkInParent() {
+    Registry& r = registry();
+    for (const auto& entry : r.open) entry.second->unlockAfterFork();
+    r.mutex.unlock();
+  }
+  static void afterForkInChild() {
+    Registry& r = registry();
+    for (const auto& entry : r.open) entry.second->unlockAfterFork();
+    r.flusher = nullptr;  // the parent's thread object, of a thread the child does not have
+    // The condition variable holds the parent's flusher as a waiter, which no thread of the child will
+    // ever be: destroying it at the child's exit waited forever (glibc). A fresh one over it.
+    new (&r.wake) std::condition_variable();
+    r.mutex.unlock();
   }
 
   ~Registry() {
-    std::unique_lock<std::mutex> lock(mutex);
-    stopping = true;
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
     wake.notify_all();
-    if (flusherPid == ::getpid()) wake.wait_for(lock, std::chrono::seconds(5), [this] { return !flusherRunning; });
+    if (flusher != nullptr) {
+      flusher->join();
+      delete flusher;
+      flusher = nullptr;
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
     for (const auto& entry : open) entry.second->close();
   }
+
+  static Registry& registry();
 };
 
-Registry& registry() {
+Registry& Registry::registry() {
   static Registry instance;
   return instance;
 }
+
+Registry& registry() { return Registry::registry(); }
 
 // Each Timeline's serial number: what the per-thread cache of threadNumberLocked is keyed by (an
 // address could be reused by a later Timeline).
@@ -256,6 +302,9 @@ void Timeline::flush() {
   const std::lock_guard<std::mutex> lock(mutex_);
   writeLocked();
 }
+
+void Timeline::lockForFork() { mutex_.lock(); }
+void Timeline::unlockAfterFork() { mutex_.unlock(); }
 
 void Timeline::flushIfStale() {
   const std::lock_guard<std::mutex> lock(mutex_);

@@ -64,6 +64,10 @@ class Timeline {
   void flushIfStale();
   // flush(), the closing bracket, and the file closed; later events are dropped. Idempotent.
   void close();
+  // The recorder's lock, held across a fork() (pthread_atfork, timeline.cpp) so that no child starts
+  // with it taken by a thread it does not have.
+  void lockForFork();
+  void unlockAfterFork();
 
   // fd: the file, open for writing and empty; name: its name, for messages.
   Timeline(int fd, std::string name, int rank);

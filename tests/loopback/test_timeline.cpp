@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -406,5 +407,34 @@ TEST_CASE("timeline: threads recording into one file get tids of their own", "[t
   std::vector<int> tids;
   for (const json& e : parseTimelineText(readTextFile(prefix + ".rank0.json"))) tids.push_back(e.at("tid").get<int>());
   CHECK(tids == std::vector<int>{0, 1, 1, 0});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeline: a forked child's exit neither hangs nor writes into the parent's file", "[timeline]") {
+  // The child inherits the buffered events and the registry; its exit must not write them (or a
+  // closing bracket) into the parent's file, nor wait on a lock the parent's flusher thread held.
+  const std::filesystem::path dir = freshDirectory();
+  const std::string prefix = (dir / "fork").string();
+  const std::shared_ptr<detail::Timeline> timeline = detail::Timeline::open(prefix, 0);
+  timeline->span(detail::Timeline::Kind::kEncode, 1, 2);  // buffered, not yet written
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) std::exit(0);  // static destructors run: the registry's included
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && done == 0; ++i) {
+    done = ::waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) ::kill(child, SIGKILL);
+  REQUIRE(done == child);  // it ended within 10 s
+  CHECK(WIFEXITED(status));
+  timeline->span(detail::Timeline::Kind::kDecode, 3, 4);
+  timeline->flush();
+  const std::string text = readTextFile(prefix + ".rank0.json");
+  CHECK(text.find(']') == std::string::npos);  // no bracket from the child's exit
+  std::vector<std::string> names;
+  for (const json& e : parseTimelineText(text)) names.push_back(e.at("name").get<std::string>());
+  CHECK(names == std::vector<std::string>{"encode", "decode"});
   std::filesystem::remove_all(dir);
 }
