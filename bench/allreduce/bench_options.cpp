@@ -133,7 +133,9 @@ bool parseBenchOptions(int argc, char** argv, bool printMessages, BenchOptions& 
   app.add_flag("--model", options.model, "predict each row's time with the alpha-beta + codec cost model");
   app.add_option("-J,--json", options.jsonPath, "write the rows as a JSON list to this file");
   app.add_option("--csv", options.csvPath, "write the rows as CSV to this file");
-  app.add_option("--seed", options.seed, "seed of the input data")->check(adaprec::bench::integerAtLeast(0))->capture_default_str();
+  app.add_option("--seed", options.seed, "seed of the input data")
+      ->check(integerAtLeast(0, std::numeric_limits<std::uint64_t>::max()))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     options.minBytes = parseByteSize(minText);

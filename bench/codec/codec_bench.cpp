@@ -169,7 +169,8 @@ int main(int argc, char** argv) try {
       ->check(adaprec::bench::integerAtLeast(1));
   app.add_option("-f,--formats", formatList, "comma-separated formats or 'all'");
   app.add_option("-J,--json", jsonPath, "also write the rows as JSON to this file");
-  app.add_option("--seed", seed, "data seed")->check(adaprec::bench::integerAtLeast(0));
+  app.add_option("--seed", seed, "data seed")
+      ->check(adaprec::bench::integerAtLeast(0, std::numeric_limits<std::uint64_t>::max()));
   std::string device = "host";
   app.add_option("--device", device,
                  "host: the host codec on host memory; cuda: the CUDA codec on device memory (a -Dcuda=enabled "

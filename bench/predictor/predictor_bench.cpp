@@ -261,7 +261,8 @@ int main(int argc, char** argv) {
                  "its sets unless given)")->check(CLI::PositiveNumber);
   app.add_option("--mcmc-iterations", mcmcIterations, "collapsed-MCMC iterations per chain (8 chains, 1/3 burn-in)")->check(CLI::Range(20, 1000000));
   app.add_option("--timing-reps", timingReps, "repetitions of the 5 x 30 timing")->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "base seed")->check(adaprec::bench::integerAtLeast(0));
+  app.add_option("--seed", seed, "base seed")
+      ->check(adaprec::bench::integerAtLeast(0, std::numeric_limits<std::uint64_t>::max()));
   app.add_flag("--no-mcmc", noMcmc, "skip the MCMC reference");
   app.add_flag("--no-counts", noCounts, "give the methods the sgd curves without their sample counts");
   app.add_option("--source", sourceChoice, "curve source")->check(CLI::IsMember({"sgd", "prior", "trainer", "all"}));

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <system_error>
 
 namespace adaprec::bench {
 
@@ -30,8 +33,24 @@ inline CLI::Validator numberCheck(double low, double high, bool integer) {
       valid);
 }
 
-inline CLI::Validator integerAtLeast(double low) {
-  return numberCheck(low, std::numeric_limits<double>::infinity(), true);
+// An integer option: plain decimal digits (not "1e3", which passed a numeric check and then failed
+// CLI11's conversion with "Could not convert"), at least low and at most high, the largest value the
+// option's type holds (an int by default; a seed's uint64_t passes its own: above it CLI11 would
+// saturate silently).
+inline CLI::Validator integerAtLeast(std::uint64_t low,
+                                     std::uint64_t high = static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+  std::ostringstream what;
+  what << "an integer in [" << low << ", " << high << "]";
+  const std::string valid = what.str();
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [rest, error] = std::from_chars(text.data(), end, value);
+        const bool ok = !text.empty() && error == std::errc() && rest == end && value >= low && value <= high;
+        return ok ? std::string() : "must be " + valid + ", got '" + text + "'";
+      },
+      valid);
 }
 
 }  // namespace adaprec::bench

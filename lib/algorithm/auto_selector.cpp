@@ -239,6 +239,15 @@ const Calibration& AutoSelector::ensureCalibration(Transport& transport, Format 
   if (changed) {
     save(transport);
     remember(transport);
+    // The probe's own line printed fp32's codec only: each format measured later gets its lines here.
+    if (settings_.debug && transport.rank() == 0) {
+      std::istringstream lines(describeCalibration(*calibration_, "adaprec:   "));
+      const std::string tag = "codec " + std::string(formatName(format)) + ' ';
+      std::string measured;
+      for (std::string line; std::getline(lines, line);)
+        if (line.find(tag) != std::string::npos) measured += line + '\n';
+      std::fprintf(stderr, "adaprec: auto: measured for %s:\n%s", std::string(formatName(format)).c_str(), measured.c_str());
+    }
   }
   return *calibration_;
 }

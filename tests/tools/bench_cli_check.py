@@ -35,10 +35,15 @@ def main():
     loop = [bench, "--transport", "loopback", "--ranks", "2", "-n", "1", "-w", "0"]
     case("adaprec-bench -f 1 with -b < -e", loop + ["-b", "4", "-e", "1K", "-f", "1"], ["-f 1", "-f > 1", "-b = -e"])
     case("adaprec-bench -f 0.5", loop + ["-f", "0.5"], ["--stepfactor", ">= 1"])
-    case("adaprec-bench -n 0", loop + ["-n", "0"], ["--iters", "integer >= 1"])
-    case("adaprec-bench -w -1", loop + ["-w", "-1"], ["--warmup_iters", "integer >= 0"])
+    case("adaprec-bench -n 0", loop + ["-n", "0"], ["--iters", "integer in [1, 2147483647]"])
+    case("adaprec-bench -w -1", loop + ["-w", "-1"], ["--warmup_iters", "integer in [0, 2147483647]"])
+    # Integers as digits, within the option's type: "1e3" and 2^31 passed the old check and failed
+    # CLI11's conversion ("Could not convert"); a seed beyond 2^64 - 1 was saturated silently.
+    case("adaprec-bench -n 1e3", loop + ["-n", "1e3"], ["--iters", "got '1e3'"])
+    case("adaprec-bench -n 2147483648", loop + ["-n", "2147483648"], ["--iters", "2147483647"])
+    case("adaprec-bench --seed 2^64", loop + ["--seed", "18446744073709551616"], ["--seed", "18446744073709551615"])
     case("adaprec-bench -c 2", loop + ["-c", "2"], ["--check", "[0, 1]"])
-    case("adaprec-bench --ranks 0", loop + ["--ranks", "0"], ["--ranks", "integer >= 1"])
+    case("adaprec-bench --ranks 0", loop + ["--ranks", "0"], ["--ranks", "integer in [1, 2147483647]"])
     for formats in ("fp16,bogus", "fp16,adaptive"):
         case(f"adaprec-bench --formats {formats} (the list omits 'adaptive')", loop + ["--formats", formats],
              ["--formats", "fastest", "or all"])
@@ -63,7 +68,7 @@ def main():
     case("adaprec-codec-bench -n 0", [codec, "-n", "0", "-f", "fp16"], ["--count", "integer"])
     case("adaprec-codec-bench -n 1e11", [codec, "-n", "1e11", "-f", "fp16"], ["-n 100000000000", "GiB", "smaller -n"])
     case("adaprec-codec-bench -n 100000000000", [codec, "-n", "100000000000", "-f", "fp16"], ["smaller -n"])
-    case("adaprec-codec-bench -r 0", [codec, "-r", "0", "-f", "fp16"], ["--reps", "integer >= 1"])
+    case("adaprec-codec-bench -r 0", [codec, "-r", "0", "-f", "fp16"], ["--reps", "integer in [1, 2147483647]"])
     # A good run still works (and the valid ones print no nan).
     proc = subprocess.run([codec, "-n", "1000", "-r", "1", "-f", "fp16"], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=120)
