@@ -31,11 +31,11 @@ struct Registry {
   std::mutex mutex;
   std::condition_variable wake;
   std::map<std::string, std::shared_ptr<Timeline>> open;
-  std::thread* flusher = nullptr;  // joined at exit; left behind (never touched) by a forked child
+  std::thread flusher;  // joined at exit; replaced, never touched, in a forked child
   bool stopping = false;
 
   void startFlusher() {  // under mutex
-    if (flusher != nullptr) return;
+    if (flusher.joinable()) return;
     static std::once_flag forkHandlers;
     std::call_once(forkHandlers, [] { ::pthread_atfork(&beforeFork, &afterForkInParent, &afterForkInChild); });
     // The thread takes no signal: a process-directed one goes to the program's threads, as before.
@@ -43,7 +43,7 @@ struct Registry {
     sigfillset(&all);
     ::pthread_sigmask(SIG_SETMASK, &all, &previous);
     try {
-      flusher = new std::thread([this] { flushLoop(); });
+      flusher = std::thread([this] { flushLoop(); });
     } catch (const std::system_error&) {
       // No thread: events are still written as they arrive, on errors and at exit.
     }
@@ -85,7 +85,9 @@ struct Registry {
   static void afterForkInChild() {
     Registry& r = registry();
     for (const auto& entry : r.open) entry.second->unlockAfterFork();
-    r.flusher = nullptr;  // the parent's thread object, of a thread the child does not have
+    // The parent's thread object names a thread the child does not have: a fresh, empty one over it
+    // (neither destroyed, which would terminate, nor joined; nothing allocated, nothing leaked).
+    new (&r.flusher) std::thread();
     // The condition variable holds the parent's flusher as a waiter, which no thread of the child will
     // ever be: destroying it at the child's exit waited forever (glibc). A fresh one over it.
     new (&r.wake) std::condition_variable();
@@ -98,11 +100,7 @@ struct Registry {
       stopping = true;
     }
     wake.notify_all();
-    if (flusher != nullptr) {
-      flusher->join();
-      delete flusher;
-      flusher = nullptr;
-    }
+    if (flusher.joinable()) flusher.join();
     const std::lock_guard<std::mutex> lock(mutex);
     for (const auto& entry : open) entry.second->close();
   }
