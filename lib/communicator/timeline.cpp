@@ -16,12 +16,34 @@
 #include <new>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "adaprec/error.hpp"
 #include "communicator/fast_clock.hpp"
 
 namespace adaprec::detail {
 namespace {
+
+// What this thread holds: a signal handler that calls fork() or exit() (crash reporters, clean-up on
+// SIGTERM) may interrupt the thread inside a recorder or in Timeline::open; the fork handlers and the
+// exit-time close must then not wait for a lock the interrupted frame below them holds (they did: the
+// process hung in 3 of 3 fork-from-handler runs and 4 of 10 exit-from-handler runs).
+thread_local const Timeline* tlsHeldTimeline = nullptr;
+thread_local bool tlsHoldsRegistry = false;
+
+// The registry's lock, marked held by this thread from before it is taken until after it is released,
+// so that a handler running at any instant between sees the mark (a mark set after the lock, or cleared
+// before the unlock, left a window: a fork from a handler there hung on the unlocking mutex).
+struct RegistryLock {
+  std::unique_lock<std::mutex> guard;
+  explicit RegistryLock(std::mutex& m) : guard((tlsHoldsRegistry = true, m)) {}
+  ~RegistryLock() {
+    guard.unlock();
+    tlsHoldsRegistry = false;
+  }
+  RegistryLock(const RegistryLock&) = delete;
+  RegistryLock& operator=(const RegistryLock&) = delete;
+};
 
 // Every file this process has opened, kept until exit so that a later Communicator of the same rank
 // and path appends to it instead of truncating it; closed (flushed, bracket written) at exit, also
@@ -33,6 +55,7 @@ struct Registry {
   std::map<std::string, std::shared_ptr<Timeline>> open;
   std::thread flusher;  // joined at exit; replaced, never touched, in a forked child
   bool stopping = false;
+  bool lockedForFork = false;  // beforeFork took the lock (not when this thread held it already)
 
   void startFlusher() {  // under mutex
     if (flusher.joinable()) return;
@@ -72,36 +95,55 @@ struct Registry {
   // fork() from a thread of the program while this process's flusher (or another thread) holds a lock
   // of the timelines would leave the child a lock no thread of it releases: the locks are taken before
   // the fork and released on both sides. The child has no flusher thread.
+  // A lock this very thread holds (fork() from a signal handler) is not taken again: the frame the
+  // handler interrupted releases it on both sides when it resumes.
   static void beforeFork() {
     Registry& r = registry();
+    if (tlsHoldsRegistry) return;  // inside Timeline::open: the map may be changing, leave it be
     r.mutex.lock();
+    r.lockedForFork = true;
     for (const auto& entry : r.open) entry.second->lockForFork();
   }
-  static void afterForkInParent() {
-    Registry& r = registry();
+  static void unlockAfterFork(Registry& r) {
+    if (!r.lockedForFork) return;
     for (const auto& entry : r.open) entry.second->unlockAfterFork();
+    r.lockedForFork = false;
     r.mutex.unlock();
   }
+  static void afterForkInParent() { unlockAfterFork(registry()); }
   static void afterForkInChild() {
     Registry& r = registry();
-    for (const auto& entry : r.open) entry.second->unlockAfterFork();
+    unlockAfterFork(r);
     // The parent's thread object names a thread the child does not have: a fresh, empty one over it
     // (neither destroyed, which would terminate, nor joined; nothing allocated, nothing leaked).
     new (&r.flusher) std::thread();
     // The condition variable holds the parent's flusher as a waiter, which no thread of the child will
     // ever be: destroying it at the child's exit waited forever (glibc). A fresh one over it.
     new (&r.wake) std::condition_variable();
-    r.mutex.unlock();
   }
 
   ~Registry() {
+    // exit() from a signal handler that interrupted this thread in Timeline::open: the map may be half
+    // changed and its lock is ours; leave the files as their last writes left them.
+    if (tlsHoldsRegistry) {
+      if (flusher.joinable()) flusher.detach();
+      return;
+    }
     {
-      const std::lock_guard<std::mutex> lock(mutex);
+      const RegistryLock lock(mutex);
       stopping = true;
     }
     wake.notify_all();
-    if (flusher.joinable()) flusher.join();
-    const std::lock_guard<std::mutex> lock(mutex);
+    // Interrupted inside a recorder, this thread holds its lock, on which the flusher may be waiting:
+    // not joined then (the process is ending), and that recorder is not closed (Timeline::close).
+    if (flusher.joinable()) {
+      if (tlsHeldTimeline != nullptr) {
+        flusher.detach();
+      } else {
+        flusher.join();
+      }
+    }
+    const RegistryLock lock(mutex);
     for (const auto& entry : open) entry.second->close();
   }
 
@@ -154,7 +196,7 @@ std::shared_ptr<Timeline> Timeline::open(const std::string& path, int rank) {
   originTicks();
   const std::string name = fileName(path, rank);
   Registry& r = registry();
-  const std::lock_guard<std::mutex> lock(r.mutex);
+  const RegistryLock lock(r.mutex);
   auto it = r.open.find(name);
   if (it != r.open.end()) return it->second;
   const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -182,7 +224,10 @@ Timeline::Timeline(int fd, std::string name, int rank)
 Timeline::~Timeline() { close(); }
 
 void Timeline::close() {
-  const std::lock_guard<std::mutex> lock(mutex_);
+  // exit() from a signal handler that interrupted this thread inside this recorder: its lock is ours and
+  // its buffer half written; the file keeps its last whole write (readable with the tolerant rule).
+  if (tlsHeldTimeline == this) return;
+  const Held lock(*this);
   if (fd_ < 0) return;
   if (::getpid() != pid_) {  // a forked child's exit: the file is the parent's
     ::close(fd_);
@@ -221,7 +266,7 @@ bool Timeline::writeText(std::string_view text) {
 }
 
 void Timeline::push(const Event& event) {
-  const std::lock_guard<std::mutex> lock(mutex_);
+  const Held lock(*this);
   pushLocked(event);
 }
 
@@ -261,7 +306,7 @@ void Timeline::instant(const std::string& name, const std::string& argsJson) {
   // One event per line is what keeps a killed rank's file readable (docs/timeline.md).
   ADAPREC_CHECK_ARG(argsJson.find('\n') == std::string::npos, "timeline event arguments must be one line");
   const std::uint64_t now = fastClockTicks();
-  const std::lock_guard<std::mutex> lock(mutex_);
+  const Held lock(*this);
   if (fd_ < 0) return;
   instants_.emplace_back(name, argsJson);
   pushLocked(Event{Kind::kInstant, 0, now, now, Format::kFp32, Algorithm::kNative, instants_.size() - 1, 0, 0});
@@ -297,15 +342,34 @@ void Timeline::failure(std::string_view code, std::string_view message, std::siz
 }
 
 void Timeline::flush() {
-  const std::lock_guard<std::mutex> lock(mutex_);
+  const Held lock(*this);
   writeLocked();
 }
 
-void Timeline::lockForFork() { mutex_.lock(); }
-void Timeline::unlockAfterFork() { mutex_.unlock(); }
+// Marked from before the lock is taken until after it is released (RegistryLock says why); the previous
+// mark is kept: exit-time closes of other recorders run while the interrupted frame below still holds
+// its own. A handler that runs after the mark but before the lock is taken skips that recorder: the
+// frame takes the lock when it resumes.
+Timeline::Held::Held(Timeline& t) : previous(std::exchange(tlsHeldTimeline, &t)), guard(t.mutex_) {}
+Timeline::Held::~Held() {
+  guard.unlock();
+  tlsHeldTimeline = previous;
+}
+
+void Timeline::lockForFork() {
+  if (tlsHeldTimeline == this) return;  // fork() from a handler that interrupted this thread here
+  mutex_.lock();
+  lockedForFork_ = true;
+}
+
+void Timeline::unlockAfterFork() {
+  if (!lockedForFork_) return;
+  lockedForFork_ = false;
+  mutex_.unlock();
+}
 
 void Timeline::flushIfStale() {
-  const std::lock_guard<std::mutex> lock(mutex_);
+  const Held lock(*this);
   if (!events_.empty() && fastClockSeconds(lastWriteTicks_, fastClockTicks()) >= kFlushSeconds) writeLocked();
 }
 

@@ -99,6 +99,17 @@ class Timeline {
   // The calling thread's number in this file (0 for the first thread to record here, then 1, ...).
   std::uint32_t threadNumberLocked();
 
+  // The recorder's lock, marked held by this thread while it is (timeline.cpp: for signal handlers).
+  struct Held {
+    const Timeline* previous;
+    std::unique_lock<std::mutex> guard;
+    explicit Held(Timeline& t);
+    ~Held();
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+  };
+  bool lockedForFork_ = false;  // lockForFork took the lock (not when this thread held it already)
+
   std::mutex mutex_;
   const std::uint64_t serial_;  // unique per Timeline of the process
   std::map<std::thread::id, std::uint32_t> threads_;
