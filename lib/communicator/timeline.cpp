@@ -219,6 +219,7 @@ Timeline::Timeline(int fd, std::string name, int rank)
     : serial_(nextSerial.fetch_add(1)), lastWriteTicks_(fastClockTicks()), fd_(fd), name_(std::move(name)),
       writtenBytes_(2), pid_(::getpid()), rank_(rank) {
   events_.reserve(kFlushEvents);
+  text_.reserve(kWriteBytes);
 }
 
 Timeline::~Timeline() { close(); }
@@ -373,6 +374,17 @@ void Timeline::flushIfStale() {
   if (!events_.empty() && fastClockSeconds(lastWriteTicks_, fastClockTicks()) >= kFlushSeconds) writeLocked();
 }
 
+bool Timeline::appendLine(std::string_view line) {
+  if (text_.size() + line.size() > kWriteBytes && !text_.empty()) {
+    const bool written = writeText(text_);
+    text_.clear();  // keeps the capacity
+    if (!written) return false;
+  }
+  if (line.size() > kWriteBytes) return writeText(line);  // an instant with long arguments
+  text_ += line;
+  return true;
+}
+
 void Timeline::writeLocked() {
   lastWriteTicks_ = fastClockTicks();
   if (events_.empty()) return;
@@ -382,44 +394,47 @@ void Timeline::writeLocked() {
     return;
   }
   text_.clear();
+  bool ok = true;
   char line[512];
   for (const Event& e : events_) {
+    if (!ok) break;
     const double ts = microsFromOrigin(e.start);
+    // Every event after the first starts with the comma, so the file up to any write is a JSON array
+    // that lacks only its closing bracket.
+    const char* comma = first_ ? "" : ",";
+    first_ = false;
     if (e.kind == Kind::kInstant) {
+      // Instants are not on the hot path (Timeline::instant copies its strings): this line may allocate.
       const auto& [name, args] = instants_[e.count];
-      const int n = std::snprintf(line, sizeof line, "%s{\"name\":\"", first_ ? "" : ",");
-      text_.append(line, static_cast<std::size_t>(n));
-      text_ += name;
       const int m = std::snprintf(line, sizeof line, "\",\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f",
                                   rank_, static_cast<unsigned>(e.thread), ts);
-      text_.append(line, static_cast<std::size_t>(m));
-      if (!args.empty()) text_ += ",\"args\":" + args;
-      text_ += "}\n";
-      first_ = false;
+      std::string text = std::string(comma) + "{\"name\":\"" + name;
+      text.append(line, static_cast<std::size_t>(m));
+      if (!args.empty()) text += ",\"args\":" + args;
+      text += "}\n";
+      ok = appendLine(text);
       continue;
     }
     const double dur = fastClockSeconds(e.start, e.end) * 1e6;
-    // Every event after the first starts with the comma, so the file up to any flush is a JSON array
-    // that lacks only its closing bracket.
+    // At most ~300 characters: fixed text, two short names, five integers and two times.
     int n = std::snprintf(line, sizeof line, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f",
-                          first_ ? "" : ",", kindName(e.kind), rank_, static_cast<unsigned>(e.thread), ts, dur);
-    first_ = false;
-    text_.append(line, static_cast<std::size_t>(n));
+                          comma, kindName(e.kind), rank_, static_cast<unsigned>(e.thread), ts, dur);
     if (e.kind == Kind::kAllreduce) {
-      const std::string format(formatName(e.format));
-      const std::string algorithm(algorithmName(e.algorithm));
-      n = std::snprintf(line, sizeof line,
-                        ",\"args\":{\"format\":\"%s\",\"algorithm\":\"%s\",\"count\":%zu,\"wireBytes\":%zu,"
-                        "\"fp32Bytes\":%zu}",
-                        format.c_str(), algorithm.c_str(), e.count, e.wireBytes, e.fp32Bytes);
-      text_.append(line, static_cast<std::size_t>(n));
+      n += std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n),
+                         ",\"args\":{\"format\":\"%.*s\",\"algorithm\":\"%.*s\",\"count\":%zu,\"wireBytes\":%zu,"
+                         "\"fp32Bytes\":%zu}",
+                         static_cast<int>(formatName(e.format).size()), formatName(e.format).data(),
+                         static_cast<int>(algorithmName(e.algorithm).size()), algorithmName(e.algorithm).data(), e.count,
+                         e.wireBytes, e.fp32Bytes);
     }
-    text_ += "}\n";
+    n += std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n), "}\n");
+    ok = appendLine(std::string_view(line, static_cast<std::size_t>(n)));
   }
   events_.clear();
   instants_.clear();
-  // One write per flush: a rank killed between flushes leaves whole lines.
-  writeText(text_);
+  // Whole lines per write: a rank killed between writes leaves whole lines.
+  if (ok && !text_.empty()) writeText(text_);
+  text_.clear();
 }
 
 }  // namespace adaprec::detail

@@ -40,6 +40,11 @@ class Timeline {
   enum class Kind : std::uint8_t { kAllreduce, kAgreement, kEncode, kDecode, kDecodeAdd, kWait, kInstant };
   static constexpr std::size_t kFlushEvents = 4096;
   static constexpr double kFlushSeconds = 1.0;
+  // Formatted events are written in pieces of whole lines of at most this size, from a buffer reserved
+  // once: recording and writing spans and calls allocate nothing after the first event of each thread
+  // (a signal handler that fork()s or exit()s must not find this thread inside malloc: glibc's fork()
+  // then waits for ever on the allocator's lock the interrupted frame holds).
+  static constexpr std::size_t kWriteBytes = 64 * 1024;
 
   // The shared recorder of `path + ".rank" + rank + ".json"`; the file is created (truncated) the first
   // time this process opens it. Throws Error(kInvalidArgument) when it cannot be created.
@@ -91,6 +96,9 @@ class Timeline {
   void writeLocked();
 
   void pushLocked(const Event& event);
+  // Appends one formatted line to text_, writing text_ out first when the line would not fit in
+  // kWriteBytes; false once a write failed.
+  bool appendLine(std::string_view line);
 
   // Writes text whole at the end of the file; false (after one report, the file cut back to its last
   // whole write and closed for writing) when it cannot.
@@ -123,7 +131,7 @@ class Timeline {
   bool first_ = true;
   std::vector<Event> events_;
   std::vector<std::pair<std::string, std::string>> instants_;  // name, args of buffered instant events
-  std::string text_;
+  std::string text_;  // formatted lines not yet written; capacity kWriteBytes, reserved once
 };
 
 }  // namespace adaprec::detail
