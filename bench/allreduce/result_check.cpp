@@ -15,14 +15,18 @@ namespace {
 // Elements whose reference is formed at once: bounds the scratch memory whatever the count.
 constexpr std::size_t kReferenceBlockCount = std::size_t{1} << 20;
 
-// A bound on max_i S_i from the data's construction (|z| <= 2*sqrt(3) times the largest segment scale):
-// known before the check pass, so the pass needs no second sweep.
-double absSumBound(const BenchData& data, int ranks, std::size_t count) {
+// A bound on |S_i| = |sum over ranks of z_i| for every element of segments first..last, from the data's
+// construction (|z| <= 2*sqrt(3) times its segment's scale): known before the check pass, so the pass
+// needs no second sweep.
+double segmentSumBound(const BenchData& data, int ranks, std::size_t first, std::size_t last) {
   double maxScale = 0;
-  for (std::size_t segment = 0; segment * BenchData::kSegmentCount < count; ++segment) {
-    maxScale = std::max(maxScale, data.segmentScale(segment));
-  }
+  for (std::size_t segment = first; segment <= last; ++segment) maxScale = std::max(maxScale, data.segmentScale(segment));
   return ranks * 2.0 * std::sqrt(3.0) * maxScale;
+}
+
+// A bound on max_i S_i over the whole buffer.
+double absSumBound(const BenchData& data, int ranks, std::size_t count) {
+  return count == 0 ? 0.0 : segmentSumBound(data, ranks, 0, (count - 1) / BenchData::kSegmentCount);
 }
 
 // A bound on the largest |partial sum| of any scale block (detail::kScaleBlock elements, wherever a
@@ -34,10 +38,7 @@ double blockSumBound(const BenchData& data, int ranks, std::size_t i, std::size_
   static_assert(kScaleBlock <= BenchData::kSegmentCount, "a block must lie within three segments");
   const std::size_t segment = i / BenchData::kSegmentCount;
   const std::size_t last = (count - 1) / BenchData::kSegmentCount;
-  double maxScale = data.segmentScale(segment);
-  if (segment > 0) maxScale = std::max(maxScale, data.segmentScale(segment - 1));
-  if (segment < last) maxScale = std::max(maxScale, data.segmentScale(segment + 1));
-  return ranks * 2.0 * std::sqrt(3.0) * maxScale;
+  return segmentSumBound(data, ranks, segment > 0 ? segment - 1 : 0, std::min(segment + 1, last));
 }
 
 }  // namespace

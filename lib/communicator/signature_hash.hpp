@@ -20,10 +20,14 @@ std::uint64_t signatureOf(std::uint64_t first, Values... rest) {
   return h;
 }
 
-inline std::uint64_t hashSignatureText(std::string_view text) {
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
+// FNV-1a over bytes, continuing from `hash` (kFnv1aStart for none): also the trainer's identity of
+// its log and of its state in checkpoints.
+inline constexpr std::uint64_t kFnv1aStart = 0xcbf29ce484222325ull;
+inline std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash = kFnv1aStart) {
+  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return hash;
 }
+
+inline std::uint64_t hashSignatureText(std::string_view text) { return fnv1a(text); }
 
 }  // namespace adaprec::detail

@@ -74,6 +74,9 @@ struct Registry {
   }
 
   void flushLoop() {
+    // Named, so that a user who sees a thread in gdb, top -H or a core dump knows whose it is (at most
+    // 15 characters).
+    ::pthread_setname_np(::pthread_self(), "adaprec-timeln");
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       // A quarter of the period: an event waits at most about kFlushSeconds and a quarter.

@@ -26,10 +26,7 @@ double now() {
 constexpr std::size_t kEvalChunk = 500;
 
 // FNV-1a over bytes, continuing from `hash` (kLogHashStart for none): the log's identity in checkpoints.
-std::uint64_t hashLogBytes(std::uint64_t hash, std::string_view bytes) {
-  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
-}
+std::uint64_t hashLogBytes(std::uint64_t hash, std::string_view bytes) { return detail::fnv1a(bytes, hash); }
 
 // An MPI-wide verdict: every rank learns whether any rank failed, so nobody waits for a failed peer.
 void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::string& what,
@@ -300,14 +297,11 @@ Evaluation Trainer::evaluateOn(const Dataset& data, std::size_t maxSamples) {
 }
 
 std::uint64_t Trainer::stateHash() const {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](const void* p, std::size_t n) {
-    const auto* b = static_cast<const std::uint8_t*>(p);
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  const auto bytes = [](const auto* p, std::size_t n) {
+    return std::string_view(reinterpret_cast<const char*>(p), n);
   };
-  mix(model_->parameters().data(), model_->parameters().size_bytes());
-  mix(sgd_->velocity().data(), sgd_->velocity().size() * sizeof(float));
-  return h;
+  const std::uint64_t h = detail::fnv1a(bytes(model_->parameters().data(), model_->parameters().size_bytes()));
+  return detail::fnv1a(bytes(sgd_->velocity().data(), sgd_->velocity().size() * sizeof(float)), h);
 }
 
 void Trainer::checkConsistency() {

@@ -23,6 +23,7 @@
 #include "adaprec/error.hpp"
 #include "backend.hpp"
 #include "checkpoint.hpp"
+#include "communicator/signature_hash.hpp"
 #include "dataset.hpp"
 #include "gradient_reducer.hpp"
 #include "model.hpp"
@@ -101,7 +102,7 @@ struct Evaluation {
 };
 
 // FNV-1a's offset basis: the log hash of an empty log.
-inline constexpr std::uint64_t kLogHashStart = 0xcbf29ce484222325ull;
+inline constexpr std::uint64_t kLogHashStart = detail::kFnv1aStart;
 
 class Trainer {
  public:
