@@ -254,6 +254,12 @@ int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char *
 int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const char *candidate, const double *seconds,
                                         size_t count);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
+/* Why AdaPrec_ControllerShouldSpeculate said no to the candidate in this phase: "not_faster",
+ * "dominated" or "stood_in" (fp32, whose branch fp16's stands in for: said as soon as only those two
+ * are left, before fp16's branch, since nothing could then dominate fp16 — a phase that needs no
+ * branch at all), or "" (not asked, or speculated). Written into out as DecisionRecord's text. */
+int AdaPrec_ControllerPruningReason(AdaPrec_Controller controller, const char *candidate, char *out, size_t capacity,
+                                    size_t *size);
 /* Decides the phase (every candidate not pruned needs >= 2 points) and closes it: the next points need
  * the next AdaPrec_ControllerBeginPhase. */
 int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_Decision *decision);

@@ -302,6 +302,21 @@ void reportStepSamples(AdaPrec_ControllerObject& c, const char* candidate, std::
   c.stepSamples[i] = std::move(samples);
 }
 
+// Pruning leaves the baseline and one candidate that stands in for it, which nothing can dominate
+// (ctl::soleCandidate): the baseline is stood in for before the stand-in's branch is reported, so that a
+// trainer asking about every candidate first sees one candidate left and needs no branch at all.
+bool standsInWithoutChoice(AdaPrec_ControllerObject& c) {
+  std::vector<std::string> marks = c.pruned;
+  const std::vector<bool> notFaster = ctl::notFasterVerdicts(c.config, c.stepSamples);
+  std::vector<double> seconds;
+  for (std::size_t k = 0; k < marks.size(); ++k) {
+    if (marks[k].empty() && notFaster[k]) marks[k] = ctl::kPrunedNotFaster;
+    seconds.push_back(c.observations[k].secondsPerStep);
+  }
+  const std::size_t sole = ctl::soleCandidate(c.config, marks, seconds);
+  return sole != ctl::kNoBaseline && sole != c.config.baseline();
+}
+
 }  // namespace
 
 extern "C" int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char* candidate,
@@ -344,7 +359,7 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
     }
     ctl::ControllerConfig config = c.config;
     if (c.config.prune && i == c.config.baseline() &&
-        ctl::standIn(config, measurements(c, config, false)) != ctl::kNoBaseline) {
+        (ctl::standIn(config, measurements(c, config, false)) != ctl::kNoBaseline || standsInWithoutChoice(c))) {
       c.pruned[i] = ctl::kPrunedStoodIn;
       return;
     }
@@ -384,6 +399,17 @@ extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_D
     decision->predictedSd = v.predictedSd;
     decision->predictedStep = c.start + static_cast<std::uint64_t>(v.horizonSteps);
     decision->continuationSteps = outcome.continuationSteps;
+  });
+}
+
+extern "C" int AdaPrec_ControllerPruningReason(AdaPrec_Controller controller, const char* candidate, char* out,
+                                               size_t capacity, size_t* size) {
+  return guarded(__func__, [&] {
+    const AdaPrec_ControllerObject& c = objectOf(controller);
+    ADAPREC_CHECK_ARG(size != nullptr, "size must not be NULL");
+    const std::string& reason = c.pruned[candidateIndex(c, candidate)];
+    *size = reason.size();
+    if (out != nullptr && capacity > reason.size()) std::memcpy(out, reason.c_str(), reason.size() + 1);
   });
 }
 

@@ -149,11 +149,13 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     phase.observations[c].secondsPerStep = stepSeconds_[c];
   }
   const std::size_t baseline = config_.baseline();
-  if (config_.prune && std::count(phase.pruned.begin(), phase.pruned.end(), "") == 1) {
-    if (probed[baseline]) {
-      skipPhase(trainer, phase, phaseStart, probed[baseline].get(), true);
+  const std::size_t sole = config_.prune ? soleCandidate(config_, phase.pruned, stepSeconds_) : kNoBaseline;
+  if (sole != kNoBaseline) {
+    if (sole != baseline && phase.pruned[baseline].empty()) phase.pruned[baseline] = kPrunedStoodIn;
+    if (probed[sole]) {
+      skipPhase(trainer, phase, phaseStart, sole, probed[sole].get(), true);
     } else {
-      skipPhase(trainer, phase, phaseStart, atBase ? nullptr : base.get(), false);
+      skipPhase(trainer, phase, phaseStart, sole, atBase ? nullptr : base.get(), false);
     }
     return;
   }
@@ -230,10 +232,9 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
 }
 
 void PrecisionController::skipPhase(SpeculativeTrainer& trainer, const PhaseMeasurements& phase, double phaseStart,
-                                    const TrainingState* resumeFrom, bool fromProbe) {
-  // Only the baseline is left: no branch, no evaluation, no decision. Training goes on in the
-  // baseline from its probe's end (its probe steps are training, not overhead) or from the phase's start.
-  const std::size_t b = config_.baseline();
+                                    std::size_t b, const TrainingState* resumeFrom, bool fromProbe) {
+  // Only b is left (soleCandidate): no branch, no evaluation, no decision. Training goes on in b from
+  // its probe's end (its probe steps are training, not overhead) or from the phase's start.
   if (resumeFrom != nullptr) trainer.restore(*resumeFrom);
   // Residuals: a probe's are its own; the phase's start had the current format's.
   if (fromProbe) {
@@ -249,23 +250,37 @@ void PrecisionController::skipPhase(SpeculativeTrainer& trainer, const PhaseMeas
   overheadSeconds_ += overhead;
   nlohmann::json cands = nlohmann::json::array();
   std::string pruned;
+  const std::size_t base = config_.baseline();
   for (std::size_t c = 0; c < specs_.size(); ++c) {
     nlohmann::json x{{"name", config_.candidates[c]}, {"step_s", stepSeconds_[c]}, {"samples_s", stepSamples_[c]}};
     if (isPruned(phase, c)) {
       x["pruned"] = phase.pruned[c];
-      pruned += (pruned.empty() ? "" : ", ") + config_.candidates[c];
+      if (phase.pruned[c] == kPrunedStoodIn) {
+        x["stand_in"] = config_.candidates[b];
+      } else {
+        pruned += (pruned.empty() ? "" : ", ") + config_.candidates[c];
+      }
     }
     cands.push_back(x);
   }
   nlohmann::json j{{"event", "speculation_skipped"}, {"step", phase.start},        {"epoch", trainer.epochAt(phase.start)},
                    {"wall_s", trainer.wallSeconds()}, {"choice", config_.candidates[b]}, {"phase_s", phaseSeconds},
                    {"overhead_s", overhead},          {"min_speedup", config_.minSpeedup}, {"candidates", cands}};
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "\nstep %llu: speculation skipped, no candidate is shown %.0f%% faster than %s or a more precise one (%s); "
-                "overhead %.1f s\n",
-                static_cast<unsigned long long>(phase.start), 100 * config_.minSpeedup, config_.candidates[b].c_str(),
-                pruned.c_str(), overhead);
+  char line[640];
+  if (b == base) {
+    std::snprintf(line, sizeof line,
+                  "\nstep %llu: speculation skipped, no candidate is shown %.0f%% faster than %s or a more precise one "
+                  "(%s); overhead %.1f s\n",
+                  static_cast<unsigned long long>(phase.start), 100 * config_.minSpeedup, config_.candidates[b].c_str(),
+                  pruned.c_str(), overhead);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "\nstep %llu: speculation skipped, only %s is left (it stands in for %s; not shown %.0f%% faster: "
+                  "%s); overhead %.1f s\n",
+                  static_cast<unsigned long long>(phase.start), config_.candidates[b].c_str(),
+                  config_.candidates[base].c_str(), 100 * config_.minSpeedup, pruned.empty() ? "none" : pruned.c_str(),
+                  overhead);
+  }
   trainer.record(j.dump(), line);
 }
 

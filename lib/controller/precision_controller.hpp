@@ -1,7 +1,8 @@
 // The AdaPrec speculative precision controller (`--format adaptive`). Training alternates phases:
 //   0. pruning (pruning.hpp): each candidate's step time is measured once (a few probe steps); a
 //      candidate not enough faster than fp32, or dominated by a faster branch already run, gets no
-//      branch; when only fp32 is left the phase is skipped (no branch, no evaluation, no decision);
+//      branch; when only one candidate is left to choose (fp32, or fp16 standing in for it) the phase is
+//      skipped (no branch, no evaluation, no decision) and training goes on in it;
 //   1. speculative learning: from the current state, every remaining candidate, fastest first, trains a short branch
 //      of speculativeSteps, evaluated evalPoints times on a fixed held-out validation subset, its
 //      time per step measured (max over ranks);
@@ -48,9 +49,10 @@ class PrecisionController {
 
  private:
   void runPhase(SpeculativeTrainer& trainer);
-  // A phase where pruning left only the baseline: it continues from resumeFrom (null: where it is;
-  // fromProbe: the baseline's probe, whose residuals it keeps).
-  void skipPhase(SpeculativeTrainer& trainer, const PhaseMeasurements& phase, double phaseStart,
+  // A phase where pruning left one candidate to choose (soleCandidate: the baseline, or fp16 standing
+  // in for it): training continues in it from resumeFrom (null: where it is; fromProbe: its probe,
+  // whose residuals it keeps).
+  void skipPhase(SpeculativeTrainer& trainer, const PhaseMeasurements& phase, double phaseStart, std::size_t choice,
                  const TrainingState* resumeFrom, bool fromProbe);
   // Switches every gradient to the candidate; resetFeedback clears the error-feedback residuals (at
   // branches and decisions), a resume keeps the ones its checkpoint restored.
@@ -63,7 +65,7 @@ class PrecisionController {
   std::size_t current_ = 0;
   bool applied_ = false;  // whether a candidate was ever applied (before that, the trainer's fp32)
   std::size_t decisions_ = 0;
-  std::size_t skippedPhases_ = 0;  // phases where pruning left only the baseline
+  std::size_t skippedPhases_ = 0;  // phases where pruning left one candidate (soleCandidate)
   double overheadSeconds_ = 0;
   // Per candidate, agreed (pruning): the samples of its latest measurement (its probe steps or its
   // last branch; empty: not measured yet) and their median.

@@ -117,15 +117,38 @@ double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerS
   return std::max(0.0, 1 - startAccuracy) / (horizonSteps * secondsPerStep);
 }
 
-std::size_t standIn(const ControllerConfig& config, const PhaseMeasurements& phase) {
+bool mayStandIn(const ControllerConfig& config, std::size_t i) {
   const std::size_t base = config.baseline();
-  if (!(parseFormatSpec(config.candidates[base]) == FormatSpec{})) return kNoBaseline;  // fp32 only
+  if (i == base || !(parseFormatSpec(config.candidates[base]) == FormatSpec{})) return false;  // fp32 only
+  const FormatSpec spec = parseFormatSpec(config.candidates[i]);
+  if (spec.selection != Selection::kFixed || spec.errorFeedback) return false;
+  const detail::FormatErrorModel model = detail::formatErrorModel(spec.format);
+  return model.scale == detail::ErrorScale::kElement && model.relative <= kStandInRelativeError;
+}
+
+std::size_t soleCandidate(const ControllerConfig& config, const std::vector<std::string>& pruned,
+                          const std::vector<double>& secondsPerStep) {
+  const std::size_t n = config.candidates.size();
+  ADAPREC_CHECK_ARG(pruned.size() == n && secondsPerStep.size() == n,
+                    pruned.size() << " pruning marks and " << secondsPerStep.size() << " step times for " << n
+                                  << " candidates");
+  std::vector<std::size_t> left;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pruned[i].empty()) left.push_back(i);
+  }
+  if (left.size() == 1) return left[0];
+  if (left.size() != 2) return kNoBaseline;
+  const std::size_t base = config.baseline();
+  const std::size_t other = left[0] == base ? left[1] : left[1] == base ? left[0] : kNoBaseline;
+  if (other == kNoBaseline || !mayStandIn(config, other)) return kNoBaseline;
+  // Speculated first only when strictly faster (speculationOrder keeps the config's order on ties).
+  return secondsPerStep[other] < secondsPerStep[base] ? other : kNoBaseline;
+}
+
+std::size_t standIn(const ControllerConfig& config, const PhaseMeasurements& phase) {
   for (std::size_t i = 0; i < config.candidates.size() && i < phase.observations.size(); ++i) {
-    if (i == base || isPruned(phase, i) || phase.observations[i].steps.size() < 2) continue;
-    const FormatSpec spec = parseFormatSpec(config.candidates[i]);
-    if (spec.selection != Selection::kFixed || spec.errorFeedback) continue;
-    const detail::FormatErrorModel model = detail::formatErrorModel(spec.format);
-    if (model.scale == detail::ErrorScale::kElement && model.relative <= kStandInRelativeError) return i;
+    if (isPruned(phase, i) || phase.observations[i].steps.size() < 2) continue;
+    if (mayStandIn(config, i)) return i;
   }
   return kNoBaseline;
 }

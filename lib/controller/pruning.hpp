@@ -81,6 +81,20 @@ double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerS
 // no branch is sure to gain (a converged phase prunes nothing).
 bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
 
+// Whether candidate i may stand in for the baseline (stood_in above): the baseline is fp32 and i a fixed
+// element-wise format without error feedback whose one quantization moves a value by at most
+// kStandInRelativeError (fp16).
+bool mayStandIn(const ControllerConfig& config, std::size_t i);
+
+// The one candidate a phase would choose whatever its branches showed, when pruning leaves no choice
+// to make: the candidates not pruned (pruned[c] empty) are one, or they are the baseline and one
+// candidate that may stand in for it and is faster (speculated first, nothing can dominate it, and its
+// branch then stands in for the baseline's). kNoBaseline otherwise. Such a phase runs no branch and no
+// evaluation (at 1 Gbit/s later phases had only fp16 left, and each spent 0.6-0.7 s of evaluations on a
+// foregone choice; docs/results.md).
+std::size_t soleCandidate(const ControllerConfig& config, const std::vector<std::string>& pruned,
+                          const std::vector<double>& secondsPerStep);
+
 // The candidate whose branch stands in for the baseline's in this phase (stood_in above): the first,
 // in the config's order, that may stand in (a fixed element-wise format within kStandInRelativeError,
 // not the baseline), is not pruned and has a branch (>= 2 points); kNoBaseline if none.

@@ -439,6 +439,19 @@ class Controller:
                                                                 ctypes.byref(answer)))
         return bool(answer.value)
 
+    def pruning_reason(self, candidate):
+        """Why should_speculate said no to the candidate in this phase ("not_faster", "dominated",
+        "stood_in"), or "" (not asked, or speculated)."""
+        import ctypes
+
+        size = ctypes.c_size_t()
+        name = str(candidate).encode()
+        self._check(self._lib.AdaPrec_ControllerPruningReason(self._handle, name, None, 0, ctypes.byref(size)))
+        buffer = ctypes.create_string_buffer(size.value + 1)
+        self._check(self._lib.AdaPrec_ControllerPruningReason(self._handle, name, buffer, size.value + 1,
+                                                              ctypes.byref(size)))
+        return buffer.value.decode()
+
     def set_learning_rates(self, rates):
         import ctypes
 
@@ -638,7 +651,7 @@ class AdaptivePrecision:
                 self.controller.report_step_samples(candidate, self.step_samples[candidate])
             order.sort(key=lambda c: self.step_seconds[c])  # stable: ties keep the candidates' order
             left = [c for c in order if self.controller.should_speculate(c)]
-            if len(left) == 1:  # only the baseline: no branch, no evaluation, no decision
+            if len(left) == 1:  # one candidate to choose (fp32, or fp16 standing in): no branch, no decision
                 return self._skip_phase(start, base, left[0], probed)
         if not at_base:
             self.restore(base)
@@ -693,26 +706,32 @@ class AdaptivePrecision:
             step += 1
         return seconds
 
-    def _skip_phase(self, start, base, baseline, probed):
-        """Pruning left only `baseline`: training goes on in it from its probe's end (those steps are
-        training) or from the phase's start, and the next phase comes continuation_steps later."""
-        if baseline in probed:
-            state = probed[baseline][0]
+    def _skip_phase(self, start, base, choice, probed):
+        """Pruning left only `choice` (fp32, or fp16 standing in for it): training goes on in it from
+        its probe's end (those steps are training) or from the phase's start, and the next phase comes
+        continuation_steps later."""
+        if choice in probed:
+            state = probed[choice][0]
             self.restore(state)
-            self._apply(baseline, reset_feedback=False)
+            self._apply(choice, reset_feedback=False)
         else:
             if probed:
                 self.restore(base)
             state = base
-            if self.current != baseline:
-                self._apply(baseline)
-        # As adaprec-train's record: every candidate but the baseline was pruned as not faster (no
-        # branch ran, so none can be dominated or stood in for).
-        self.records.append({"event": "speculation_skipped", "step": start, "choice": baseline,
-                             "candidates": [dict({"name": c, "step_s": self.step_seconds[c],
-                                                  "samples_s": self.step_samples[c]},
-                                                 **({} if c == baseline else {"pruned": "not_faster"}))
-                                            for c in self.candidates]})
+            if self.current != choice:
+                self._apply(choice)
+        # As adaprec-train's record: each other candidate with the library's reason (no branch ran, so
+        # none was dominated; fp32 may be stood in for by the choice).
+        candidates = []
+        for c in self.candidates:
+            entry = {"name": c, "step_s": self.step_seconds[c], "samples_s": self.step_samples[c]}
+            if c != choice:
+                entry["pruned"] = self.controller.pruning_reason(c)
+                if entry["pruned"] == "stood_in":
+                    entry["stand_in"] = choice
+            candidates.append(entry)
+        self.records.append({"event": "speculation_skipped", "step": start, "choice": choice,
+                             "candidates": candidates})
         self.next_phase = state.step + self.continuation_steps
         return state.step
 

@@ -308,12 +308,34 @@ def pruned_runs():
     for r in driver.records:
         if r["event"] == "decision":
             check(r["speculation_order"] and r["min_speedup"] == 0, f"decision without pruning fields: {r}")
+        else:  # a skip leaves one candidate: the choice; fp32 not faster or stood in for by the choice
+            for c in r["candidates"]:
+                ok = ("pruned" not in c) if c["name"] == r["choice"] else (
+                    c["pruned"] == "not_faster" or (c["pruned"] == "stood_in" and c["name"] == "fp32"
+                                                    and c.get("stand_in") == r["choice"]))
+                check(ok, f"skipped phase with a choice left or a wrong reason: {r}")
     every = world.allgather(phases)
     check(all(p == every[0] for p in every), f"ranks pruned or decided differently: {every}")
     check(len(set(world.allgather(digest_of(model)))) == 1, "parameters differ across ranks after pruning")
     if rank == 0:
         print(f"pruned run: {phases}")
     state.close()
+
+
+def stand_in_checks():
+    # The library's verdicts through the driver's Controller: with fp32 and fp16 left (table2 not 10 %
+    # faster than fp16), fp32 is stood in for before any branch, so the driver skips the phase in fp16.
+    for table2, left, reasons in ((0.0145, ["fp16"], ["stood_in", "", "not_faster"]),
+                                  (0.01, ["fp32", "fp16", "table2"], ["", "", ""])):
+        controller = adaprec_torch.Controller(["fp32", "fp16", "table2"], total_steps=400)
+        controller.begin_phase(0)
+        for name, seconds in (("fp32", 0.02), ("fp16", 0.015), ("table2", table2)):
+            controller.report_step_samples(name, [seconds] * 3)
+        asked = [c for c in controller.candidates if controller.should_speculate(c)]
+        check(asked == left, f"table2 at {table2} s: speculated {asked}, expected {left}")
+        got = [controller.pruning_reason(c) for c in controller.candidates]
+        check(got == reasons, f"table2 at {table2} s: reasons {got}, expected {reasons}")
+        controller.close()
 
 
 def main():
@@ -325,6 +347,7 @@ def main():
     cyclic_scheduler_checks()
     adaptive_run()
     pruned_runs()
+    stand_in_checks()
     all_failures = world.allgather(failures)
     flat = [f for fs in all_failures for f in fs]
     if rank == 0:

@@ -279,9 +279,41 @@ int main(void) {
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }
 
+  /* fp32 asked before fp16's branch: with another candidate in play (table2, which may dominate fp16)
+   * it is still speculated; with only fp16 left it is stood in for at once (nothing can dominate
+   * fp16, the fastest left), so a trainer that asks about every candidate first runs no branch. */
+  {
+    const char *three[3] = {"fp32", "fp16", "table2"};
+    for (int table2Faster = 1; table2Faster >= 0; --table2Faster) {
+      AdaPrec_ControllerOptions o;
+      AdaPrec_ControllerDefaultOptions(&o);
+      o.totalSteps = 400;
+      AdaPrec_Controller p = NULL;
+      CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+      CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+      CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.02) == ADAPREC_OK);
+      CHECK(AdaPrec_ControllerReportStepTime(p, "fp16", 0.015) == ADAPREC_OK);
+      CHECK(AdaPrec_ControllerReportStepTime(p, "table2", table2Faster ? 0.01 : 0.0145) == ADAPREC_OK);
+      int yes = -1;
+      char reason[32] = "x";
+      size_t n = 0;
+      CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp32", &yes) == ADAPREC_OK && yes == table2Faster);
+      CHECK(AdaPrec_ControllerPruningReason(p, "fp32", reason, sizeof reason, &n) == ADAPREC_OK);
+      CHECK(strcmp(reason, table2Faster ? "" : "stood_in") == 0 && n == strlen(reason));
+      CHECK(AdaPrec_ControllerShouldSpeculate(p, "table2", &yes) == ADAPREC_OK && yes == table2Faster);
+      CHECK(AdaPrec_ControllerPruningReason(p, "table2", reason, sizeof reason, &n) == ADAPREC_OK);
+      CHECK(strcmp(reason, table2Faster ? "" : "not_faster") == 0);
+      CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp16", &yes) == ADAPREC_OK && yes == 1);
+      CHECK(AdaPrec_ControllerPruningReason(p, "fp16", NULL, 0, &n) == ADAPREC_OK && n == 0);
+      CHECK_ERROR(AdaPrec_ControllerPruningReason(p, "fp8", reason, sizeof reason, &n), ADAPREC_ERR_INVALID_ARGUMENT,
+                  "fp8");
+      CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+    }
+  }
+
   /* fp16 shown faster than fp32: once fp16's branch is reported, fp32 is stood in for (its branch
-   * would be fp16's curve, slower); asked before, it is still speculated. The record names the
-   * stand-in, and the risk rule compares fp16 with fp32 as fp16's curve at fp32's pace. */
+   * would be fp16's curve, slower). The record names the stand-in, and the risk rule compares fp16
+   * with fp32 as fp16's curve at fp32's pace. */
   {
     const char *two[2] = {"fp32", "fp16"};
     AdaPrec_ControllerOptions o;

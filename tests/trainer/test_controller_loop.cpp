@@ -246,9 +246,10 @@ TEST_CASE("pruning: the probes are interleaved, so a disturbance of a few steps 
 }
 
 TEST_CASE("pruning: a candidate 10 % faster than fp32 is still speculated") {
-  PrecisionController controller(pruningConfig({"fp32", "fp16"}));
+  // bf16, which cannot stand in for fp32: both branches run and the phase decides.
+  PrecisionController controller(pruningConfig({"fp32", "bf16"}));
   FakeTrainer trainer;
-  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.0179}};
+  trainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.0179}};
   controller.beforeStep(trainer);
   CHECK(controller.decisions() == 1);
   CHECK(controller.skippedPhases() == 0);
@@ -256,12 +257,13 @@ TEST_CASE("pruning: a candidate 10 % faster than fp32 is still speculated") {
 
 TEST_CASE("pruning: fp16, shown faster than fp32, stands in for fp32's branch") {
   // fp16 learns as fp32 does per step (the fake's default) and is 25 % faster: its branch is fp32's
-  // curve, so fp32 trains its probe steps only and cannot be chosen.
+  // curve, so fp32 trains its probe steps only and cannot be chosen. table2 (faster, learning little)
+  // keeps a choice to make.
   for (const DecisionRule rule : {DecisionRule::kGainPerSecond, DecisionRule::kRiskAware}) {
-    ControllerConfig config = pruningConfig({"fp32", "fp16"});
+    ControllerConfig config = pruningConfig({"fp32", "fp16", "table2"});
     config.rule = rule;
     FakeTrainer trainer;
-    trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}};
+    trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}, {"table2", 0.01}};
     const nlohmann::json d = firstPhaseDecision(config, trainer);
     CHECK(d["candidates"][0]["pruned"] == "stood_in");
     CHECK(d["candidates"][0]["stand_in"] == "fp16");
@@ -276,6 +278,61 @@ TEST_CASE("pruning: fp16, shown faster than fp32, stands in for fp32's branch") 
       CHECK(p < 1.0);  // a comparison of two predictions, not with a ceiling no branch reaches
     }
   }
+}
+
+TEST_CASE("pruning: with only fp32 and fp16 left, fp16 goes on without a branch or an evaluation") {
+  // The choice is made by pruning alone: fp16 would run first (faster), nothing could dominate it,
+  // and its branch would stand in for fp32's. Such phases spent their evaluations on a foregone
+  // choice (0.6-0.7 s each at 1 Gbit/s).
+  for (const DecisionRule rule : {DecisionRule::kGainPerSecond, DecisionRule::kRiskAware}) {
+    ControllerConfig config = pruningConfig({"fp32", "fp16", "table2"});
+    config.rule = rule;
+    PrecisionController controller(config);
+    FakeTrainer trainer;
+    trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.015}, {"table2", 0.0145}};  // table2 not 10 % faster than fp16
+    runToEnd(controller, trainer);
+    CHECK(controller.decisions() == 0);
+    const std::vector<nlohmann::json> skipped = eventsOf(trainer, "speculation_skipped");
+    REQUIRE(skipped.size() == controller.skippedPhases());
+    REQUIRE(skipped.size() >= 2);
+    for (const nlohmann::json& p : skipped) {
+      CHECK(p["choice"] == "fp16");
+      CHECK(p["candidates"][0]["pruned"] == "stood_in");
+      CHECK(p["candidates"][0]["stand_in"] == "fp16");
+      CHECK_FALSE(p["candidates"][1].contains("pruned"));
+      CHECK(p["candidates"][2]["pruned"] == "not_faster");
+    }
+    // The probes (3 steps each, interleaved) are the only steps of fp32 and table2; fp16 goes on from
+    // its probe's end, so its 3 probe steps are training: the run is 400 steps of fp16.
+    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 3);
+    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 3);
+    CHECK(trainer.format == "fp16");
+    CHECK(trainer.stepsDone() == 400);
+    CHECK(trainer.progress == Approx(400));
+    CHECK(skipped[1]["step"] == 53);
+  }
+  // fp16 no faster than fp32 (pruned): fp32 alone, as before.
+  PrecisionController controller(pruningConfig({"fp32", "fp16"}));
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.0195}};
+  controller.beforeStep(trainer);
+  const std::vector<nlohmann::json> skipped = eventsOf(trainer, "speculation_skipped");
+  REQUIRE(skipped.size() == 1);
+  CHECK(skipped[0]["choice"] == "fp32");
+  CHECK(skipped[0]["candidates"][1]["pruned"] == "not_faster");
+}
+
+TEST_CASE("pruning: soleCandidate leaves a choice whenever a branch could change it") {
+  const ControllerConfig config = pruningConfig({"fp32", "fp16", "bf16", "table4"});
+  const std::vector<double> seconds = {0.02, 0.015, 0.015, 0.01};
+  CHECK(soleCandidate(config, {"", "not_faster", "not_faster", "not_faster"}, seconds) == 0);
+  CHECK(soleCandidate(config, {"not_faster", "not_faster", "not_faster", ""}, seconds) == 3);
+  CHECK(soleCandidate(config, {"", "", "not_faster", "not_faster"}, seconds) == 1);  // fp16 stands in
+  CHECK(soleCandidate(config, {"", "not_faster", "", "not_faster"}, seconds) == kNoBaseline);  // bf16 cannot
+  CHECK(soleCandidate(config, {"", "", "not_faster", ""}, seconds) == kNoBaseline);   // table4 to weigh
+  CHECK(soleCandidate(config, {"", "", "not_faster", "not_faster"}, {0.02, 0.02, 0.015, 0.01}) == kNoBaseline);
+  ControllerConfig ef = pruningConfig({"fp32", "fp16+ef"});
+  CHECK(soleCandidate(ef, {"", ""}, {0.02, 0.015}) == kNoBaseline);
 }
 
 TEST_CASE("pruning: only a candidate within fp16's error stands in for fp32") {
@@ -444,9 +501,9 @@ TEST_CASE("pruning: on a noisy machine a gap the probes cannot show speculates n
   CHECK(fp16["step_s"].get<double>() < 0.9 * skipped[0]["candidates"][0]["step_s"].get<double>());
   CHECK(fp16["samples_s"].size() == 3);  // the record shows what the verdict weighed
   // A 40 % gap under a +-5 % noise is shown: that phase speculates.
-  PrecisionController fast(pruningConfig({"fp32", "fp16", "table2"}));
+  PrecisionController fast(pruningConfig({"fp32", "bf16", "table2"}));
   FakeTrainer fastTrainer;
-  fastTrainer.secondsOf = {{"fp32", 0.02}, {"fp16", 0.012}, {"table2", 0.02}};
+  fastTrainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.012}, {"table2", 0.02}};
   fastTrainer.noise = {1.05, 0.95, 1.0, 1.0, 1.05, 1.05, 0.95, 1.0, 0.95};
   fast.beforeStep(fastTrainer);
   CHECK(fast.decisions() == 1);

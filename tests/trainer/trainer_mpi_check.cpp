@@ -298,8 +298,14 @@ int main(int argc, char** argv) {
             why += "a stand-in record without its stand-in (or not for fp32): " + c.dump() + "; ";
           }
         }
-        if (p.at("event") == "speculation_skipped" && (speculated != 1 || p.at("choice") != "fp32")) {
-          why += "a skipped phase that is not fp32 alone: " + p.dump() + "; ";
+        // A skipped phase leaves one candidate: fp32, or one that stands in for fp32.
+        if (p.at("event") == "speculation_skipped") {
+          bool chosenLeft = false, fp32Accounted = p.at("choice") == "fp32";
+          for (const nlohmann::json& c : p.at("candidates")) {
+            chosenLeft |= c.at("name") == p.at("choice") && !c.contains("pruned");
+            fp32Accounted |= c.at("name") == "fp32" && c.value("pruned", "") == "stood_in" && c.value("stand_in", "") == p.at("choice");
+          }
+          if (speculated != 1 || !chosenLeft || !fp32Accounted) why += "a skipped phase that leaves a choice: " + p.dump() + "; ";
         }
       }
       if (summary.is_null() || summary.at("decisions").get<std::size_t>() + summary.at("skipped_phases").get<std::size_t>() !=
