@@ -186,7 +186,10 @@ typedef struct AdaPrec_ControllerObject *AdaPrec_Controller;
 typedef struct AdaPrec_ControllerOptions {
   uint64_t continuationSteps; /* at least this many steps after each decision (default 300) */
   double maxOverhead;         /* (0, 1]: continuations are lengthened until the abandoned branches are
-                                 at most this share of a phase's time (default 0.25; 1: fixed) */
+                                 at most this share of a phase's time (default 0.25; 1: fixed); below 1
+                                 a decision that keeps the previous one's choice doubles its
+                                 continuation, up to 8x for a choice kept 3 decisions in a row
+                                 (docs/trainer.md, "Back-off") */
   uint64_t totalSteps;        /* the step training ends at (predictions stop there; a phase at or past
                                  it predicts one step beyond its branches); 0: unknown */
   uint64_t validationImages;  /* images behind each accuracy (binomial noise in the fit); 0: unknown */

@@ -57,6 +57,9 @@ struct AdaPrec_ControllerObject {
   // Decisions so far and the last one's record.
   std::size_t decisions = 0;
   std::string record;
+  // The back-off (ControllerConfig::maxContinuationDoublings): the last choice, decisions in a row before it.
+  std::size_t lastChoice = ctl::kNoBaseline;
+  unsigned repeats = 0;
 };
 
 namespace {
@@ -109,6 +112,8 @@ std::size_t candidateIndex(const AdaPrec_ControllerObject& c, const char* name) 
 ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::ControllerConfig& config, bool complete) {
   ctl::PhaseMeasurements phase;
   phase.start = c.start;
+  phase.previousChoice = c.lastChoice;
+  phase.previousRepeats = c.repeats;
   phase.validationImages = c.validationImages;
   phase.learningRates = c.learningRates;
   phase.pruned = c.pruned;
@@ -389,6 +394,8 @@ extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_D
     outcome.overheadSeconds = outcome.phaseSeconds - phase.branchSeconds[outcome.choice];
     c.record = ctl::decisionRecord(config, phase, plan, outcome).dump();
     ++c.decisions;
+    c.repeats = outcome.choice == c.lastChoice ? c.repeats + 1 : 0;
+    c.lastChoice = outcome.choice;
     c.open = false;
     const ctl::CandidateVerdict& v = plan.decision.verdicts[outcome.choice];
     *decision = AdaPrec_Decision{};

@@ -19,6 +19,7 @@ void ControllerConfig::check() const {
   ADAPREC_CHECK_ARG(maxOverhead > 0 && maxOverhead <= 1, "max overhead " << maxOverhead << " must be in (0, 1]");
   ADAPREC_CHECK_ARG(minSpeedup >= 0 && minSpeedup < 1, "min speedup " << minSpeedup << " must be in [0, 1)");
   ADAPREC_CHECK_ARG(probeSteps >= 1, "probe steps must be >= 1");
+  ADAPREC_CHECK_ARG(maxContinuationDoublings <= 20, "at most 20 continuation doublings, got " << maxContinuationDoublings);
 }
 
 std::size_t ControllerConfig::baseline() const {
@@ -101,6 +102,12 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   // rule compares candidates over equal seconds, and a fast candidate's horizon stretched to the end
   // would lower its rate (a concave curve) and let slow branches escape dominance.
   double& chosen = plan.continuations[plan.decision.choice];
+  // The back-off, after the rule: the choice kept, its continuation doubles (once more for every
+  // decision in a row before that kept it too), so that a settled run speculates ever less often.
+  if (F < 1 && plan.decision.choice == phase.previousChoice) {
+    plan.doublings = std::min(phase.previousRepeats + 1, config.maxContinuationDoublings);
+    chosen = std::min(kMaxContinuationSteps, std::ldexp(chosen, static_cast<int>(plan.doublings)));
+  }
   const double remaining = static_cast<double>(phase.remainingSteps);
   if (F < 1 && 2 * (static_cast<double>(config.speculativeSteps) + chosen) > remaining) {
     chosen = std::max(chosen, remaining - static_cast<double>(config.speculativeSteps));
@@ -136,6 +143,7 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
   j["rule"] = decisionRuleName(config.rule);
   j["horizon_steps"] = plan.decisionConfig.horizons[outcome.choice];  // the chosen candidate's prediction step (phase-relative)
   j["continuation_steps"] = outcome.continuationSteps;
+  j["continuation_doublings"] = plan.doublings;  // by the back-off: the previous choice kept
   j["speculation_s"] = phase.speculationSeconds;
   j["max_overhead"] = config.maxOverhead;
   j["validation_images"] = phase.validationImages;
@@ -200,8 +208,9 @@ std::string decisionSummary(const ControllerConfig& config, const PhaseMeasureme
     }
     line += buffer;
   }
-  std::snprintf(buffer, sizeof buffer, "-> %s (phase %.1f s, overhead %.1f s)\n", config.candidates[outcome.choice].c_str(),
-                outcome.phaseSeconds, outcome.overheadSeconds);
+  std::snprintf(buffer, sizeof buffer, "-> %s (phase %.1f s, overhead %.1f s%s)\n", config.candidates[outcome.choice].c_str(),
+                outcome.phaseSeconds, outcome.overheadSeconds,
+                plan.doublings > 0 ? ("; kept: continuation x" + std::to_string(1u << plan.doublings)).c_str() : "");
   return line + buffer;
 }
 

@@ -48,6 +48,10 @@ std::string PrecisionController::saveState() const {
   nlohmann::json j{{"next_phase", nextPhase_},   {"current", current_},
                    {"decisions", decisions_},    {"skipped_phases", skippedPhases_},
                    {"overhead_s", overheadSeconds_}, {"step_samples_s", stepSamples_}};
+  if (lastChoice_ != kNoBaseline) {  // the back-off's memory (absent: no decision yet)
+    j["last_choice"] = lastChoice_;
+    j["repeats"] = repeats_;
+  }
   return j.dump();
 }
 
@@ -60,6 +64,11 @@ void PrecisionController::loadState(const std::string& state, SpeculativeTrainer
   overheadSeconds_ = j.at("overhead_s").get<double>();
   // Absent from checkpoints written before pruning: the step times are then measured again.
   skippedPhases_ = j.value("skipped_phases", std::size_t{0});
+  // Absent from checkpoints written before the back-off: its count starts over at the next decision.
+  lastChoice_ = j.value("last_choice", kNoBaseline);
+  repeats_ = j.value("repeats", 0u);
+  ADAPREC_CHECK(lastChoice_ == kNoBaseline || lastChoice_ < specs_.size(), ErrorCode::kMismatch,
+                "checkpoint's controller state names candidate " << lastChoice_ << " of " << specs_.size());
   const auto samples = j.value("step_samples_s", std::vector<std::vector<double>>{});
   if (samples.size() == stepSamples_.size()) {
     for (std::size_t c = 0; c < samples.size(); ++c) {
@@ -205,11 +214,15 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     atBase = false;
     phase.speculationSeconds = trainer.maxOverRanks(now() - phaseStart);
   }
+  phase.previousChoice = lastChoice_;
+  phase.previousRepeats = repeats_;
   const PhasePlan plan = planPhase(config_, phase);
   // Identical inputs give identical fits, but one agreement makes "every rank follows rank 0" explicit.
   std::uint64_t agreed[2] = {plan.decision.choice, plan.continuationSteps()};
   trainer.agree(agreed);
   current_ = static_cast<std::size_t>(agreed[0]);
+  repeats_ = current_ == lastChoice_ ? repeats_ + 1 : 0;
+  lastChoice_ = current_;
   ADAPREC_CHECK(branchEnds[current_] != nullptr, ErrorCode::kMismatch,
                 "the agreed choice " << config_.candidates[current_] << " was not speculated on this rank");
   trainer.restore(*branchEnds[current_]);

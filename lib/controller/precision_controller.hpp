@@ -66,6 +66,10 @@ class PrecisionController {
   bool applied_ = false;  // whether a candidate was ever applied (before that, the trainer's fp32)
   std::size_t decisions_ = 0;
   std::size_t skippedPhases_ = 0;  // phases where pruning left one candidate (soleCandidate)
+  // The back-off (ControllerConfig::maxContinuationDoublings): the last decision's choice and how many
+  // decisions in a row before it chose the same.
+  std::size_t lastChoice_ = kNoBaseline;
+  unsigned repeats_ = 0;
   double overheadSeconds_ = 0;
   // Per candidate, agreed (pruning): the samples of its latest measurement (its probe steps or its
   // last branch; empty: not measured yet) and their median.

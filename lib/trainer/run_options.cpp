@@ -158,6 +158,12 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                  "candidate is predicted over the continuation it would get; 1: exactly --phase-steps")
       ->check(numberCheck(0.01, false, 1, false, false))
       ->capture_default_str();
+  app.add_option("--max-doublings", o.maxDoublings,
+                 "--format adaptive: a decision that keeps the previous decision's choice doubles its "
+                 "continuation, once more for each decision in a row that keeps it, at most this many times "
+                 "(0: never; not with --max-overhead 1)")
+      ->check(numberCheck(0, false, 20, false, true))
+      ->capture_default_str();
   app.add_option("--val-images", o.validationImages, "--format adaptive: validation images per evaluation")
       ->check(atLeast(1))
       ->capture_default_str();
@@ -401,6 +407,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.continuationSteps = o.phaseSteps;
     cc.firstPhaseStep = o.specStart;
     cc.maxOverhead = o.maxOverhead;
+    cc.maxContinuationDoublings = o.maxDoublings;
     cc.validationImages = o.validationImages;
     cc.rule = controller::parseDecisionRule(o.rule);
     cc.prune = o.prune;

@@ -37,6 +37,7 @@ struct RunOptions {
   std::uint64_t specStart = controllerDefaults().firstPhaseStep;    // steps in fp32 before the first phase
   std::uint64_t phaseSteps = controllerDefaults().continuationSteps;  // continuation after each decision
   double maxOverhead = controllerDefaults().maxOverhead;  // bound on abandoned speculation per phase
+  unsigned maxDoublings = controllerDefaults().maxContinuationDoublings;  // the back-off's
   std::size_t validationImages = controllerDefaults().validationImages;
   // Training images held out as the validation set (adaptive only); 0: exactly --val-images, the images
   // evaluated (more would be taken from training and never used).

@@ -85,6 +85,26 @@ int main(void) {
   report_phase(c, 130, 0.45);
   CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
   CHECK(strcmp(d.format, "fp16") == 0 && d.predictedStep == 130 + 130);
+  CHECK(d.continuationSteps == 100); /* fixed phases: no back-off */
+
+  /* The back-off (maxOverhead below 1): the second decision keeps fp16 and doubles its continuation. */
+  {
+    AdaPrec_ControllerOptions b = options;
+    b.maxOverhead = 0.5;
+    AdaPrec_Controller k = NULL;
+    CHECK(AdaPrec_ControllerCreate(candidates, 3, &b, &k) == ADAPREC_OK);
+    report_phase(k, 0, 0.2);
+    CHECK(AdaPrec_ControllerDecide(k, &d) == ADAPREC_OK && strcmp(d.format, "fp16") == 0);
+    const uint64_t firstContinuation = d.continuationSteps;
+    report_phase(k, 130, 0.45);
+    CHECK(AdaPrec_ControllerDecide(k, &d) == ADAPREC_OK && strcmp(d.format, "fp16") == 0);
+    CHECK(firstContinuation == 100 && d.continuationSteps == 200);
+    char text[8192];
+    size_t n = 0;
+    CHECK(AdaPrec_ControllerDecisionRecord(k, text, sizeof text, &n) == ADAPREC_OK);
+    CHECK(strstr(text, "\"continuation_doublings\":1") != NULL);
+    CHECK(AdaPrec_ControllerFree(k) == ADAPREC_OK);
+  }
 
   /* A phase whose branches reach the end of training still decides (adaprec-train's last phase may). */
   AdaPrec_Controller end = NULL;

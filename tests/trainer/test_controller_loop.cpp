@@ -509,12 +509,87 @@ TEST_CASE("pruning: on a noisy machine a gap the probes cannot show speculates n
   CHECK(fast.decisions() == 1);
 }
 
+TEST_CASE("back-off: a decision that keeps the previous choice doubles its continuation") {
+  // bf16 (which cannot stand in for fp32) is twice as fast and learns alike: every decision keeps it.
+  // The fake's branches take no wall time, so each continuation is --phase-steps (50) before the
+  // back-off; a switch would start it over.
+  struct Case {
+    double maxOverhead;
+    unsigned maxDoublings;
+    std::vector<std::uint64_t> continuations;
+    std::vector<unsigned> doublings;
+  };
+  // Phases at 0, 60 (50 after the first branch's end), 170 (100 after the second's): the third's 200
+  // leaves less than another phase before step 400, so it runs to the end (220). With one doubling at
+  // most: 0, 60, 170, 280 (the last to the end: 110). Without: every 60 steps, the last to the end (90).
+  // Fixed phases (max overhead 1): every 60 steps, none stretched.
+  const std::vector<Case> cases = {{0.5, 3, {50, 100, 220}, {0, 1, 2}},
+                                   {0.5, 1, {50, 100, 100, 110}, {0, 1, 1, 1}},
+                                   {0.5, 0, {50, 50, 50, 50, 50, 90}, {0, 0, 0, 0, 0, 0}},
+                                   {1.0, 3, {50, 50, 50, 50, 50, 50, 50}, {0, 0, 0, 0, 0, 0, 0}}};
+  for (const Case& c : cases) {
+    INFO("max overhead " << c.maxOverhead << ", max doublings " << c.maxDoublings);
+    ControllerConfig config = pruningConfig({"fp32", "bf16"});
+    config.maxOverhead = c.maxOverhead;
+    config.maxContinuationDoublings = c.maxDoublings;
+    PrecisionController controller(config);
+    FakeTrainer trainer;
+    trainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.01}};
+    runToEnd(controller, trainer);
+    std::vector<std::uint64_t> continuations;
+    std::vector<unsigned> doublings;
+    for (const nlohmann::json& d : eventsOf(trainer, "decision")) {
+      CHECK(d["choice"] == "bf16");
+      continuations.push_back(d["continuation_steps"].get<std::uint64_t>());
+      doublings.push_back(d["continuation_doublings"].get<unsigned>());
+    }
+    CHECK(continuations == c.continuations);
+    CHECK(doublings == c.doublings);
+    CHECK(trainer.stepsDone() == 400);
+  }
+}
+
+TEST_CASE("back-off: the count travels in the controller's state and starts over at a switch") {
+  ControllerConfig config = pruningConfig({"fp32", "bf16"});
+  config.maxOverhead = 0.5;
+  PrecisionController a(config);
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.01}};
+  while (trainer.stepsDone() < 70) {  // the decisions at 0 and 60
+    a.beforeStep(trainer);
+    trainer.train(1);
+  }
+  REQUIRE(a.decisions() == 2);
+  const nlohmann::json state = nlohmann::json::parse(a.saveState());
+  CHECK(state["last_choice"] == 1);
+  CHECK(state["repeats"] == 1);
+  PrecisionController b(config);
+  FakeTrainer resumed = trainer;
+  b.loadState(a.saveState(), resumed);
+  CHECK(b.saveState() == a.saveState());
+  // Now fp32 is the faster one: the next decision switches, without doubling.
+  resumed.secondsOf = {{"fp32", 0.005}, {"bf16", 0.01}};
+  resumed.records.clear();
+  while (resumed.stepsDone() < 400 && b.decisions() < 3) {
+    b.beforeStep(resumed);
+    resumed.train(1);
+  }
+  const std::vector<nlohmann::json> decisions = eventsOf(resumed, "decision");
+  REQUIRE(decisions.size() == 1);
+  CHECK(decisions[0]["choice"] == "fp32");
+  CHECK(decisions[0]["continuation_doublings"] == 0);
+  CHECK(nlohmann::json::parse(b.saveState())["repeats"] == 0);
+}
+
 TEST_CASE("with a bound on the overhead, no phase begins that the end of training would cut short") {
   // The loop above with --max-overhead 0.25 (the fake's branches take no wall time: continuations stay
   // at 50 steps). A phase at 300 would leave 100 steps, fewer than another 60-step phase after it: the
   // phase at 240 (160 left) is the last to begin with a plain continuation, the one at 300 runs to
   // the end of training, and none begins at 360 (its 40 steps could hold no 50-step continuation).
-  PrecisionController controller(unprunedLoopConfig(0.25));
+  // Without the back-off, whose doublings would move the phases (its own test above).
+  ControllerConfig config = unprunedLoopConfig(0.25);
+  config.maxContinuationDoublings = 0;
+  PrecisionController controller(config);
   FakeTrainer trainer;
   runToEnd(controller, trainer);
   REQUIRE(controller.decisions() == 6);
