@@ -6,25 +6,28 @@
 
 namespace adaprec::trainer {
 
-ReductionMode ReductionTuner::nextMode() const {
+ReductionMode ReductionTuner::nextMode(const std::string& key) const {
   if (decided_) return *decided_;
   if (steps_ < kWarmupSteps) return ReductionMode::kSequential;
-  return (steps_ - kWarmupSteps) % 2 == 0 ? ReductionMode::kSequential : ReductionMode::kOverlap;
+  // The overlapped half of a pair follows a sequential step of the same format; anything else starts a pair.
+  return pendingKey_ == key ? ReductionMode::kOverlap : ReductionMode::kSequential;
 }
 
-void ReductionTuner::record(double seconds) {
+void ReductionTuner::record(double seconds, const std::string& key) {
   if (decided_ || ratios_.size() == kPairs) return;
-  const bool probing = steps_ >= kWarmupSteps;
-  const bool overlapped = probing && (steps_ - kWarmupSteps) % 2 == 1;
-  ++steps_;
-  if (!probing) return;
-  if (!overlapped) {
-    sequentialSeconds_ = seconds;
-  } else if (sequentialSeconds_ > 0) {
-    ratios_.push_back(seconds / sequentialSeconds_);
-  } else {
-    ratios_.push_back(1.0);  // a zero-length sequential step (a clock's resolution): no information
+  if (steps_ < kWarmupSteps) {
+    ++steps_;
+    return;
   }
+  ++steps_;
+  if (pendingKey_ != key) {  // ran sequential (nextMode): the first half of a pair
+    pendingKey_ = key;
+    sequentialSeconds_ = seconds;
+    return;
+  }
+  pendingKey_.reset();
+  // A zero-length sequential step (a clock's resolution) carries no information.
+  ratios_.push_back(sequentialSeconds_ > 0 ? seconds / sequentialSeconds_ : 1.0);
 }
 
 bool ReductionTuner::readyToDecide() const { return !decided_ && ratios_.size() == kPairs; }

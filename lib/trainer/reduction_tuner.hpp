@@ -5,11 +5,16 @@
 // sequential step before it (same data shape, same formats, the machine's load of that moment), takes
 // the median of the pairs' time ratios, agrees it across ranks, and keeps the faster mode for the rest of
 // the run. Speculative branches of the controller run through the same steps; alternating within each
-// branch treats every candidate alike.
+// branch treats every candidate alike. A pair is two consecutive steps of the same format (the caller's
+// key): the controller's probes interleave the candidates one step each, and pairing a step of one
+// format with the next of another measured the formats, not the modes (a pair of fp16 sequential and
+// fp8s overlapped read as overlap saving 13 %); a step whose format differs from the pending step's runs
+// sequential and starts a new pair, so every probe step runs sequential, alike for every candidate.
 #pragma once
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "reduction_pipeline.hpp"
@@ -21,10 +26,11 @@ class ReductionTuner {
   static constexpr std::size_t kWarmupSteps = 2;  // first allocations, caches, the calibration probe
   static constexpr std::size_t kPairs = 8;        // sequential/overlap pairs measured
 
-  // The mode the next step runs in (sequential or overlap).
-  ReductionMode nextMode() const;
-  // The step that nextMode() returned took `seconds` (rank-local wall time of Trainer::step).
-  void record(double seconds);
+  // The mode the next step, of format `key`, runs in (sequential or overlap).
+  ReductionMode nextMode(const std::string& key = "") const;
+  // The step of format `key` that nextMode(key) returned took `seconds` (rank-local wall time of
+  // Trainer::step).
+  void record(double seconds, const std::string& key = "");
   // True once every pair is measured and no decision is taken yet: the caller agrees medianRatio()
   // across ranks and calls decide() with the agreed ratio, on every rank at the same step.
   bool readyToDecide() const;
@@ -37,7 +43,8 @@ class ReductionTuner {
 
  private:
   std::size_t steps_ = 0;
-  double sequentialSeconds_ = 0;  // of the current pair
+  std::optional<std::string> pendingKey_;  // the format of the current pair's sequential step, if any
+  double sequentialSeconds_ = 0;            // of the current pair
   std::vector<double> ratios_;
   std::optional<ReductionMode> decided_;
   std::optional<double> agreedRatio_;

@@ -147,7 +147,7 @@ void Trainer::tuneReduction() {
                    "median of %zu pairs, mean over ranks)\n",
                    toString(*tuner_->decided()).c_str(), *tuner_->agreedRatio(), ReductionTuner::kPairs);
   }
-  pipeline_->setStepMode(tuner_->nextMode());
+  pipeline_->setStepMode(tuner_->nextMode(config_.formatLabel));
 }
 
 void Trainer::step() {
@@ -197,7 +197,7 @@ void Trainer::step() {
   if (!update.empty()) sgd_->step(model_->parameters(), update, static_cast<float>(learningRate()));
   const double stepTime = now() - stepStart;
   stepSeconds_ += stepTime;
-  if (tuner_) tuner_->record(stepTime);
+  if (tuner_) tuner_->record(stepTime, config_.formatLabel);
   lossSum_ += r.loss;
   ++lossSteps_;
   ++step_;
