@@ -90,20 +90,35 @@ class TrainerSession final : public controller::SpeculativeTrainer {
   void recordOnTimeline(const std::string& json) const {
     const std::string path = CommunicatorOptions::fromEnvironment().timelinePath;
     if (path.empty()) return;
-    const nlohmann::json record = nlohmann::json::parse(json);
-    if (record.value("event", "") != "decision") return;
-    nlohmann::json args{{"phase", record.at("phase")}, {"step", record.at("step")}, {"choice", record.at("choice")}};
-    for (const nlohmann::json& c : record.at("candidates")) {
-      args["candidates"].push_back({{"name", c.at("name")},
-                                    {"predicted_mean", c.at("predicted_mean")},
-                                    {"predicted_sd", c.at("predicted_sd")},
-                                    {"chosen", c.at("name") == record.at("choice")}});
-    }
-    detail::Timeline::open(path, trainer_.rank())->instant("decision", args.dump());
+    const auto instant = timelineInstantOf(nlohmann::json::parse(json));
+    if (instant) detail::Timeline::open(path, trainer_.rank())->instant(instant->first, instant->second.dump());
   }
 
   Trainer& trainer_;
 };
+
+}  // namespace
+
+std::optional<std::pair<std::string, nlohmann::json>> timelineInstantOf(const nlohmann::json& record) {
+  const std::string event = record.value("event", "");
+  if (event != "decision" && event != "speculation_skipped") return std::nullopt;
+  nlohmann::json args{{"step", record.at("step")}, {"choice", record.at("choice")}};
+  if (event == "decision") args["phase"] = record.at("phase");
+  args["candidates"] = nlohmann::json::array();
+  for (const nlohmann::json& c : record.at("candidates")) {
+    nlohmann::json a{{"name", c.at("name")}, {"chosen", c.at("name") == record.at("choice")}};
+    if (c.contains("pruned")) {
+      a["pruned"] = c.at("pruned");
+    } else if (event == "decision") {
+      a["predicted_mean"] = c.at("predicted_mean");
+      a["predicted_sd"] = c.at("predicted_sd");
+    }
+    args["candidates"].push_back(a);
+  }
+  return std::make_pair(event == "decision" ? std::string("decision") : std::string("speculation skipped"), args);
+}
+
+namespace {
 
 std::string stateText(Trainer& trainer) {
   const auto& blob = trainer.controllerState();

@@ -7,6 +7,7 @@
 
 #include "adaprec/predictor.hpp"
 #include "controller/decision.hpp"
+#include "trainer/controller_adapter.hpp"
 
 using namespace adaprec::controller;
 
@@ -154,4 +155,28 @@ TEST_CASE("the trainer's learning rates: an annealing schedule is the predictor'
   DecisionConfig negative = plain;
   negative.learningRates = {0.1, -0.1};
   CHECK_THROWS_WITH(decide(c, negative), Catch::Contains("point 1: lr must be >= 0"));
+}
+
+TEST_CASE("timeline instants of the controller's records: pruned candidates carry their reason") {
+  // Reading a prediction of a pruned candidate ended every pruned run with ADAPREC_TIMELINE set.
+  const nlohmann::json decision = nlohmann::json::parse(R"({"event":"decision","phase":2,"step":120,"choice":"table4",
+    "candidates":[{"name":"fp32","pruned":"stood_in","stand_in":"fp16","step_s":0.2},
+                  {"name":"fp16","predicted_mean":0.81,"predicted_sd":0.05,"step_s":0.1},
+                  {"name":"table4","predicted_mean":0.83,"predicted_sd":0.04,"step_s":0.05}]})");
+  const auto d = adaprec::trainer::timelineInstantOf(decision);
+  REQUIRE(d);
+  CHECK(d->first == "decision");
+  CHECK(d->second == nlohmann::json::parse(R"({"step":120,"choice":"table4","phase":2,"candidates":[
+    {"name":"fp32","chosen":false,"pruned":"stood_in"},
+    {"name":"fp16","chosen":false,"predicted_mean":0.81,"predicted_sd":0.05},
+    {"name":"table4","chosen":true,"predicted_mean":0.83,"predicted_sd":0.04}]})"));
+  const nlohmann::json skipped = nlohmann::json::parse(R"({"event":"speculation_skipped","step":0,"choice":"fp16",
+    "candidates":[{"name":"fp32","pruned":"stood_in","stand_in":"fp16"},{"name":"fp16"},{"name":"table2","pruned":"not_faster"}]})");
+  const auto k = adaprec::trainer::timelineInstantOf(skipped);
+  REQUIRE(k);
+  CHECK(k->first == "speculation skipped");
+  CHECK(k->second.at("candidates")[0] == nlohmann::json::parse(R"({"name":"fp32","chosen":false,"pruned":"stood_in"})"));
+  CHECK(k->second.at("candidates")[1] == nlohmann::json::parse(R"({"name":"fp16","chosen":true})"));
+  CHECK_FALSE(k->second.contains("phase"));
+  CHECK_FALSE(adaprec::trainer::timelineInstantOf(nlohmann::json::parse(R"({"event":"eval","step":50})")));
 }

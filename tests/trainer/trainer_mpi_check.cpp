@@ -268,7 +268,17 @@ int main(int argc, char** argv) {
       o.probeSteps = 2;
       o.trainer.epochs = 2;
       o.trainer.logPath = dir + "/log.jsonl";
-      const RunResult r = runTraining(o, MPI_COMM_WORLD);
+      // With the timeline on: a phase with pruned candidates must land on it too (reading a pruned
+      // candidate's prediction ended such runs on every rank).
+      ::setenv("ADAPREC_TIMELINE", (dir + "/tl").c_str(), 1);
+      RunResult r;
+      try {
+        r = runTraining(o, MPI_COMM_WORLD);
+      } catch (...) {
+        ::unsetenv("ADAPREC_TIMELINE");
+        throw;
+      }
+      ::unsetenv("ADAPREC_TIMELINE");
       std::string why;
       if (!(r.final.accuracy > 0.85)) why += "accuracy " + std::to_string(r.final.accuracy) + "; ";
       MPI_Barrier(MPI_COMM_WORLD);
@@ -311,6 +321,28 @@ int main(int argc, char** argv) {
       if (summary.is_null() || summary.at("decisions").get<std::size_t>() + summary.at("skipped_phases").get<std::size_t>() !=
                                    phases.size()) {
         why += "the summary does not count the phases; ";
+      }
+      // One instant per phase on this rank's timeline, naming the same choice and pruning reasons.
+      std::vector<nlohmann::json> instants;
+      for (const nlohmann::json& e : test::parseTimelineText(test::readTextFile(dir + "/tl.rank" + std::to_string(gRank) + ".json"))) {
+        if (e.at("ph") == "i") instants.push_back(e);
+      }
+      if (instants.size() != phases.size()) {
+        why += std::to_string(instants.size()) + " instants for " + std::to_string(phases.size()) + " phases; ";
+      }
+      for (std::size_t i = 0; i < std::min(instants.size(), phases.size()); ++i) {
+        const nlohmann::json& args = instants[i].at("args");
+        const bool skipped = phases[i].at("event") == "speculation_skipped";
+        if (instants[i].at("name") != (skipped ? "speculation skipped" : "decision") ||
+            args.at("choice") != phases[i].at("choice") || args.at("candidates").size() != phases[i].at("candidates").size()) {
+          why += "instant " + instants[i].dump() + " disagrees with the log; ";
+          continue;
+        }
+        for (std::size_t c = 0; c < args.at("candidates").size(); ++c) {
+          if (args.at("candidates")[c].value("pruned", "") != phases[i].at("candidates")[c].value("pruned", "")) {
+            why += "instant candidate " + args.at("candidates")[c].dump() + " disagrees with the log; ";
+          }
+        }
       }
       MPI_Barrier(MPI_COMM_WORLD);
       removeDir(dir);
