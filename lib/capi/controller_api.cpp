@@ -57,7 +57,7 @@ struct AdaPrec_ControllerObject {
   // Decisions so far and the last one's record.
   std::size_t decisions = 0;
   std::string record;
-  // The back-off (ControllerConfig::maxContinuationDoublings): the last choice, decisions in a row before it.
+  // The back-off (ControllerConfig::maxContinuationDoublings): the last choice, confirmations in a row.
   std::size_t lastChoice = ctl::kNoBaseline;
   unsigned repeats = 0;
 };
@@ -394,7 +394,7 @@ extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_D
     outcome.overheadSeconds = outcome.phaseSeconds - phase.branchSeconds[outcome.choice];
     c.record = ctl::decisionRecord(config, phase, plan, outcome).dump();
     ++c.decisions;
-    c.repeats = outcome.choice == c.lastChoice ? c.repeats + 1 : 0;
+    c.repeats = plan.confirmed ? c.repeats + 1 : 0;
     c.lastChoice = outcome.choice;
     c.open = false;
     const ctl::CandidateVerdict& v = plan.decision.verdicts[outcome.choice];

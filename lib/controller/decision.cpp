@@ -28,6 +28,20 @@ std::shared_ptr<const predictor::LrSchedule> phaseSchedule(const std::vector<dou
   return std::make_shared<const predictor::LrSchedule>(predictor::LrSchedule::fromPoints(steps, learningRates));
 }
 
+namespace {
+
+// P(X > 0) for X ~ N(mu, var); a point mass when var is 0.
+double probabilityPositive(double mu, double var) {
+  return var > 0 ? 0.5 * std::erfc(-mu / std::sqrt(2 * var)) : (mu > 0 ? 1.0 : 0.0);
+}
+
+}  // namespace
+
+double probabilityRateExceeds(const CandidateVerdict& a, const CandidateVerdict& b) {
+  return probabilityPositive(a.gain / a.seconds - b.gain / b.seconds,
+                             std::pow(a.predictedSd / a.seconds, 2) + std::pow(b.predictedSd / b.seconds, 2));
+}
+
 Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config) {
   ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs at least one candidate");
   const bool hasBaseline = config.baseline != kNoBaseline;
@@ -92,9 +106,14 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
   for (CandidateVerdict& v : d.verdicts) {
     // Rates (accuracy per second) as normals: mean gain / seconds, sd / seconds; an unspeculated
     // baseline's rate is its ceiling, exactly.
-    const double mu = v.gain / v.seconds - (base ? base->gain / base->seconds : config.baselineRateCeiling);
-    const double var = std::pow(v.predictedSd / v.seconds, 2) + (base ? std::pow(base->predictedSd / base->seconds, 2) : 0.0);
-    v.probabilityBeatsBaseline = &v == base ? 0.5 : (var > 0 ? 0.5 * std::erfc(-mu / std::sqrt(2 * var)) : (mu > 0 ? 1.0 : 0.0));
+    if (&v == base) {
+      v.probabilityBeatsBaseline = 0.5;
+    } else if (base) {
+      v.probabilityBeatsBaseline = probabilityRateExceeds(v, *base);
+    } else {
+      v.probabilityBeatsBaseline = probabilityPositive(v.gain / v.seconds - config.baselineRateCeiling,
+                                                       std::pow(v.predictedSd / v.seconds, 2));
+    }
     v.score = config.rule == DecisionRule::kRiskAware ? v.probabilityBeatsBaseline : v.gain / v.seconds;
   }
   bool anyGain = false;

@@ -84,6 +84,10 @@ struct DecisionConfig {
 // predictor::LrSchedule::fromPoints over steps 0..n-1. kInvalidArgument for a negative or non-finite rate.
 std::shared_ptr<const predictor::LrSchedule> phaseSchedule(const std::vector<double>& learningRates);
 
+// P(a's rate > b's rate), each rate (gain / seconds) a normal with sd predictedSd / seconds, the two
+// independent: the risk-aware rule's approximation.
+double probabilityRateExceeds(const CandidateVerdict& a, const CandidateVerdict& b);
+
 // Throws Error(kInvalidArgument) on malformed observations (no candidates, unequal starts, ...).
 Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config);
 

@@ -102,9 +102,19 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   // rule compares candidates over equal seconds, and a fast candidate's horizon stretched to the end
   // would lower its rate (a concave curve) and let slow branches escape dominance.
   double& chosen = plan.continuations[plan.decision.choice];
-  // The back-off, after the rule: the choice kept, its continuation doubles (once more for every
-  // decision in a row before that kept it too), so that a settled run speculates ever less often.
-  if (F < 1 && plan.decision.choice == phase.previousChoice) {
+  // The back-off, after the rule: the previous choice confirmed (kept, or left for a candidate that is
+  // not clearly better), the continuation doubles (once more for every decision in a row before that
+  // confirmed too), so that a settled run speculates ever less often.
+  const std::size_t previous = phase.previousChoice;
+  if (previous == plan.decision.choice) {
+    plan.confirmed = true;
+  } else if (previous < phase.observations.size() && !isPruned(phase, previous)) {
+    const CandidateVerdict& now = fitted.verdicts[fitted.choice];
+    const CandidateVerdict& before =
+        fitted.verdicts[static_cast<std::size_t>(std::find(speculated.begin(), speculated.end(), previous) - speculated.begin())];
+    plan.confirmed = probabilityRateExceeds(now, before) < kClearImprovement;
+  }
+  if (F < 1 && plan.confirmed) {
     plan.doublings = std::min(phase.previousRepeats + 1, config.maxContinuationDoublings);
     chosen = std::min(kMaxContinuationSteps, std::ldexp(chosen, static_cast<int>(plan.doublings)));
   }
@@ -143,7 +153,8 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
   j["rule"] = decisionRuleName(config.rule);
   j["horizon_steps"] = plan.decisionConfig.horizons[outcome.choice];  // the chosen candidate's prediction step (phase-relative)
   j["continuation_steps"] = outcome.continuationSteps;
-  j["continuation_doublings"] = plan.doublings;  // by the back-off: the previous choice kept
+  j["continuation_doublings"] = plan.doublings;  // by the back-off
+  j["confirmed"] = plan.confirmed;  // the previous choice kept, or not clearly beaten
   j["speculation_s"] = phase.speculationSeconds;
   j["max_overhead"] = config.maxOverhead;
   j["validation_images"] = phase.validationImages;

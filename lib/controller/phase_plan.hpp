@@ -35,12 +35,13 @@ struct ControllerConfig {
   // slow candidate's branch is expensive (fp32 on a slow network) the controller speculates less
   // often. 1 keeps the continuation at exactly continuationSteps (the original fixed phases).
   double maxOverhead = 0.25;
-  // Back-off: a decision that keeps the previous decision's choice doubles its continuation (after the
-  // rule, which still compares candidates over equal seconds), again for each decision in a row that
-  // keeps it, at most this many times (2^3 = 8x); a decision that switches starts over. A long run whose
-  // choice is settled then speculates ever less often instead of spending up to maxOverhead of every
-  // phase (at 100 Mbit/s a phase's abandoned branches cost 10-20 s). 0: none; never with maxOverhead 1
-  // (fixed phases).
+  // Back-off: a decision that confirms the previous decision's choice (keeps it, or switches to a
+  // candidate not clearly better: kClearImprovement) doubles its continuation (after the rule, which
+  // still compares candidates over equal seconds), again for each decision in a row that confirms, at
+  // most this many times (2^3 = 8x); a clear switch starts over. A long run whose choice is settled then
+  // speculates ever less often instead of spending up to maxOverhead of every phase (at 100 Mbit/s a
+  // phase's abandoned branches cost 14-19 s, and late phases flip between table4 and table2 on noise).
+  // 0: none; never with maxOverhead 1 (fixed phases).
   unsigned maxContinuationDoublings = 3;
   DecisionRule rule = DecisionRule::kGainPerSecond;
   // Pruning by measured step time (pruning.hpp): a candidate is speculated only when its steps are at
@@ -77,11 +78,16 @@ struct PhaseMeasurements {
   std::vector<std::vector<double>> pruningStepSamples;  // the samples behind them (the test's input)
   std::vector<double> branchSeconds;               // wall time of each candidate's branch
   std::vector<double> learningRates;               // from phase-relative step 0; empty: unknown
-  // The previous decision's choice (kNoBaseline: none yet) and how many decisions in a row before it
-  // chose the same (0: it alone): the back-off (ControllerConfig::maxContinuationDoublings).
+  // The previous decision's choice (kNoBaseline: none yet) and how many decisions in a row up to it
+  // confirmed the choice before them (PhasePlan::confirmed; 0: none): the back-off
+  // (ControllerConfig::maxContinuationDoublings).
   std::size_t previousChoice = kNoBaseline;
   unsigned previousRepeats = 0;
 };
+
+// A switch from the previous choice is clear (it resets the back-off) when the chosen candidate's rate
+// beats the previous choice's with at least this probability (probabilityRateExceeds).
+inline constexpr double kClearImprovement = 0.90;
 
 // The longest continuation planPhase gives (2^53 steps: exact as a double, and far beyond any run).
 inline constexpr double kMaxContinuationSteps = 9007199254740992.0;
@@ -90,6 +96,9 @@ struct PhasePlan {
   DecisionConfig decisionConfig;
   Decision decision;
   std::vector<double> continuations;  // per candidate, steps after its branch
+  // The previous decision's choice kept, or left for a candidate not clearly better (kClearImprovement):
+  // the back-off counts it.
+  bool confirmed = false;
   unsigned doublings = 0;             // of the chosen continuation by the back-off
   std::uint64_t continuationSteps() const {
     return static_cast<std::uint64_t>(continuations[decision.choice]);

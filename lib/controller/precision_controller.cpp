@@ -221,7 +221,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   std::uint64_t agreed[2] = {plan.decision.choice, plan.continuationSteps()};
   trainer.agree(agreed);
   current_ = static_cast<std::size_t>(agreed[0]);
-  repeats_ = current_ == lastChoice_ ? repeats_ + 1 : 0;
+  repeats_ = plan.confirmed ? repeats_ + 1 : 0;
   lastChoice_ = current_;
   ADAPREC_CHECK(branchEnds[current_] != nullptr, ErrorCode::kMismatch,
                 "the agreed choice " << config_.candidates[current_] << " was not speculated on this rank");

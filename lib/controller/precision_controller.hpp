@@ -67,7 +67,7 @@ class PrecisionController {
   std::size_t decisions_ = 0;
   std::size_t skippedPhases_ = 0;  // phases where pruning left one candidate (soleCandidate)
   // The back-off (ControllerConfig::maxContinuationDoublings): the last decision's choice and how many
-  // decisions in a row before it chose the same.
+  // decisions in a row up to it confirmed the choice before them (PhasePlan::confirmed).
   std::size_t lastChoice_ = kNoBaseline;
   unsigned repeats_ = 0;
   double overheadSeconds_ = 0;

@@ -549,7 +549,7 @@ TEST_CASE("back-off: a decision that keeps the previous choice doubles its conti
   }
 }
 
-TEST_CASE("back-off: the count travels in the controller's state and starts over at a switch") {
+TEST_CASE("back-off: the count travels in the controller's state and starts over at a clear switch") {
   ControllerConfig config = pruningConfig({"fp32", "bf16"});
   config.maxOverhead = 0.5;
   PrecisionController a(config);
@@ -567,18 +567,63 @@ TEST_CASE("back-off: the count travels in the controller's state and starts over
   FakeTrainer resumed = trainer;
   b.loadState(a.saveState(), resumed);
   CHECK(b.saveState() == a.saveState());
-  // Now fp32 is the faster one: the next decision switches, without doubling.
-  resumed.secondsOf = {{"fp32", 0.005}, {"bf16", 0.01}};
-  resumed.records.clear();
-  while (resumed.stepsDone() < 400 && b.decisions() < 3) {
-    b.beforeStep(resumed);
-    resumed.train(1);
+  // After the first decision only, fp32 becomes ten times as fast while the curve still rises steeply:
+  // the next decision switches to it, clearly, and starts the back-off over.
+  PrecisionController c(config);
+  FakeTrainer early;
+  early.secondsOf = trainer.secondsOf;
+  while (early.stepsDone() < 20) {
+    c.beforeStep(early);
+    early.train(1);
   }
-  const std::vector<nlohmann::json> decisions = eventsOf(resumed, "decision");
+  REQUIRE(c.decisions() == 1);
+  early.secondsOf = {{"fp32", 0.001}, {"bf16", 0.01}};
+  early.records.clear();
+  while (early.stepsDone() < 400 && c.decisions() < 2) {
+    c.beforeStep(early);
+    early.train(1);
+  }
+  const std::vector<nlohmann::json> decisions = eventsOf(early, "decision");
   REQUIRE(decisions.size() == 1);
   CHECK(decisions[0]["choice"] == "fp32");
+  CHECK(decisions[0]["confirmed"] == false);
   CHECK(decisions[0]["continuation_doublings"] == 0);
-  CHECK(nlohmann::json::parse(b.saveState())["repeats"] == 0);
+  CHECK(nlohmann::json::parse(c.saveState())["repeats"] == 0);
+}
+
+TEST_CASE("back-off: a switch to a candidate that is not clearly better confirms the choice") {
+  // bf16 and bf16+ef (which cannot stand in for fp32) learn alike and take turns being 1 % faster:
+  // the rule switches between them at every decision, on a difference that is noise, and such a
+  // switch must not start the back-off over.
+  ControllerConfig config = pruningConfig({"fp32", "bf16", "bf16+ef"});
+  config.maxOverhead = 0.5;
+  config.prune = false;
+  PrecisionController controller(config);
+  FakeTrainer trainer;
+  std::size_t seen = 0;
+  while (trainer.stepsDone() < trainer.totalSteps()) {
+    const bool odd = seen % 2 == 1;
+    trainer.secondsOf = {{"fp32", 0.02}, {"bf16", odd ? 0.0101 : 0.01}, {"bf16+ef", odd ? 0.01 : 0.0101}};
+    if (controller.beforeStep(trainer)) ++seen;
+    if (trainer.stepsDone() < trainer.totalSteps()) trainer.train(1);
+  }
+  const std::vector<nlohmann::json> decisions = eventsOf(trainer, "decision");
+  REQUIRE(decisions.size() >= 2);
+  for (std::size_t i = 1; i < decisions.size(); ++i) {
+    INFO("decision " << i << ": " << decisions[i - 1]["choice"] << " then " << decisions[i]["choice"]);
+    CHECK(decisions[i]["choice"] != decisions[i - 1]["choice"]);  // a switch every time
+    CHECK(decisions[i]["confirmed"] == true);
+    CHECK(decisions[i]["continuation_doublings"].get<unsigned>() == std::min<unsigned>(static_cast<unsigned>(i), 3));
+  }
+  // probabilityRateExceeds: equal rates are a coin; a rate 10 sd above is sure.
+  CandidateVerdict a, b;
+  a.gain = b.gain = 0.2;
+  a.seconds = b.seconds = 10;
+  a.predictedSd = b.predictedSd = 0.05;
+  CHECK(probabilityRateExceeds(a, b) == Approx(0.5));
+  a.gain = 0.2 + 10 * 0.05 * std::sqrt(2.0);
+  CHECK(probabilityRateExceeds(a, b) > 0.999);
+  CHECK(probabilityRateExceeds(b, a) < 0.001);
 }
 
 TEST_CASE("with a bound on the overhead, no phase begins that the end of training would cut short") {
