@@ -58,6 +58,19 @@ RunOptions smallRun(const std::string& model, int batch, std::size_t images) {
   return o;
 }
 
+// runTraining with ADAPREC_TIMELINE=path for its duration (unset again whatever happens).
+RunResult runWithTimeline(const RunOptions& o, const std::string& path) {
+  ::setenv("ADAPREC_TIMELINE", path.c_str(), 1);
+  try {
+    RunResult r = runTraining(o, MPI_COMM_WORLD);
+    ::unsetenv("ADAPREC_TIMELINE");
+    return r;
+  } catch (...) {
+    ::unsetenv("ADAPREC_TIMELINE");
+    throw;
+  }
+}
+
 std::string tempDir(const std::string& stem) {
   // Same path on every rank (rank 0's pid), fresh per run.
   int pid = gRank == 0 ? static_cast<int>(::getpid()) : 0;
@@ -180,15 +193,7 @@ int main(int argc, char** argv) {
       o.trainer.epochs = 2;
       o.trainer.logPath = dir + "/log.jsonl";
       // Every rank's timeline gets the decisions as instant events (docs/timeline.md).
-      ::setenv("ADAPREC_TIMELINE", (dir + "/tl").c_str(), 1);
-      RunResult r;
-      try {
-        r = runTraining(o, MPI_COMM_WORLD);
-      } catch (...) {
-        ::unsetenv("ADAPREC_TIMELINE");
-        throw;
-      }
-      ::unsetenv("ADAPREC_TIMELINE");
+      const RunResult r = runWithTimeline(o, dir + "/tl");
       std::string why;
       if (!(r.final.accuracy > 0.85)) why += "accuracy " + std::to_string(r.final.accuracy) + "; ";
       // Every rank reads rank 0's log (written before the run returned) and checks its own timeline.
@@ -270,15 +275,7 @@ int main(int argc, char** argv) {
       o.trainer.logPath = dir + "/log.jsonl";
       // With the timeline on: a phase with pruned candidates must land on it too (reading a pruned
       // candidate's prediction ended such runs on every rank).
-      ::setenv("ADAPREC_TIMELINE", (dir + "/tl").c_str(), 1);
-      RunResult r;
-      try {
-        r = runTraining(o, MPI_COMM_WORLD);
-      } catch (...) {
-        ::unsetenv("ADAPREC_TIMELINE");
-        throw;
-      }
-      ::unsetenv("ADAPREC_TIMELINE");
+      const RunResult r = runWithTimeline(o, dir + "/tl");
       std::string why;
       if (!(r.final.accuracy > 0.85)) why += "accuracy " + std::to_string(r.final.accuracy) + "; ";
       MPI_Barrier(MPI_COMM_WORLD);
