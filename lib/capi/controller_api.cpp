@@ -96,6 +96,12 @@ AdaPrec_ControllerObject& objectOf(AdaPrec_Controller controller) {
 // Steps travel as doubles (the predictor's x): beyond 2^53 they are no longer exact.
 constexpr std::uint64_t kMaxStep = std::uint64_t{1} << 53;
 
+// The one check of that bound: steps first .. first + count - 1 (what names them in the message).
+void checkStepsExact(const std::string& what, std::uint64_t first, std::uint64_t count = 1) {
+  ADAPREC_CHECK_ARG(first < kMaxStep && count <= kMaxStep - first,
+                    what << " reach" << (count == 1 ? "es" : "") << " beyond 2^53 (steps must stay exact as doubles)");
+}
+
 std::size_t candidateIndex(const AdaPrec_ControllerObject& c, const char* name) {
   ADAPREC_CHECK_ARG(name != nullptr, "candidate must not be NULL");
   std::string known;
@@ -231,7 +237,7 @@ extern "C" int AdaPrec_ControllerFree(AdaPrec_Controller controller) {
 extern "C" int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);
-    ADAPREC_CHECK_ARG(step < kMaxStep, "step " << step << " is beyond 2^53 (steps must stay exact as doubles)");
+    checkStepsExact("step " + std::to_string(step), step);
     beginPhase(c, step);
   });
 }
@@ -254,8 +260,7 @@ extern "C" int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, cons
                                    << " (0 is allowed only at the branch's first point)");
     ADAPREC_CHECK_ARG(step >= c.start, "candidate " << candidate << ": step " << step << " is before the phase's start "
                                                     << c.start);
-    ADAPREC_CHECK_ARG(step < kMaxStep, "candidate " << candidate << ": step " << step
-                                                    << " is beyond 2^53 (steps must stay exact as doubles)");
+    checkStepsExact("candidate " + std::string(candidate) + ": step " + std::to_string(step), step);
     const double relative = static_cast<double>(step - c.start);
     ADAPREC_CHECK_ARG(o.steps.empty() ? relative == 0 : relative > o.steps.back(),
                       "candidate " << candidate << ": step " << step
@@ -285,8 +290,7 @@ extern "C" int AdaPrec_ControllerScheduleRates(const char* spec, uint64_t first,
   return guarded(__func__, [&] {
     ADAPREC_CHECK_ARG(spec != nullptr, "spec must not be NULL");
     ADAPREC_CHECK_ARG(rates != nullptr || count == 0, "rates must not be NULL");
-    ADAPREC_CHECK_ARG(first < kMaxStep && count <= kMaxStep - first,
-                      "steps " << first << " + " << count << " reach beyond 2^53 (steps must stay exact as doubles)");
+    checkStepsExact("steps " + std::to_string(first) + " + " + std::to_string(count), first, count);
     const adaprec::predictor::LrSchedule schedule = adaprec::predictor::LrSchedule::parse(spec);
     const double peak = schedule.peak();
     for (std::size_t k = 0; k < count; ++k) rates[k] = schedule.lrAt(static_cast<double>(first + k)) / peak;
