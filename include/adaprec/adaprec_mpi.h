@@ -187,9 +187,9 @@ typedef struct AdaPrec_ControllerOptions {
   uint64_t continuationSteps; /* at least this many steps after each decision (default 300) */
   double maxOverhead;         /* (0, 1]: continuations are lengthened until the abandoned branches are
                                  at most this share of a phase's time (default 0.25; 1: fixed); below 1
-                                 a decision that keeps the previous one's choice doubles its
-                                 continuation, up to 8x for a choice kept 3 decisions in a row
-                                 (docs/trainer.md, "Back-off") */
+                                 a decision that confirms the previous one's choice (keeps it, or
+                                 switches to a candidate not clearly better) doubles its continuation,
+                                 up to 8x for 3 confirmations in a row (docs/trainer.md, "Back-off") */
   uint64_t totalSteps;        /* the step training ends at (predictions stop there; a phase at or past
                                  it predicts one step beyond its branches); 0: unknown */
   uint64_t validationImages;  /* images behind each accuracy (binomial noise in the fit); 0: unknown */
@@ -246,7 +246,8 @@ int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t cou
  * running given the step times and the branches reported so far. *speculate 0: the candidate is
  * pruned for this phase (not enough faster than the baseline, or unable to beat a branch already
  * reported even with accuracy 1, or, for fp32, fp16's branch already reported, which stands in for
- * fp32's) and needs no points; 1: run its branch and report its points. Needs
+ * fp32's, or only fp16 and fp32 left, when fp16 is chosen whatever its branch shows) and needs no
+ * points; 1: run its branch and report its points. Needs
  * every candidate's step time first. */
 int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char *candidate, double secondsPerStep);
 /* The same from the samples themselves (seconds of each probe step, each the maximum over ranks; the

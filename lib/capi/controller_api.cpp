@@ -398,7 +398,7 @@ extern "C" int AdaPrec_ControllerDecide(AdaPrec_Controller controller, AdaPrec_D
     outcome.overheadSeconds = outcome.phaseSeconds - phase.branchSeconds[outcome.choice];
     c.record = ctl::decisionRecord(config, phase, plan, outcome).dump();
     ++c.decisions;
-    c.repeats = plan.confirmed ? c.repeats + 1 : 0;
+    c.repeats = plan.confirmed ? std::min(c.repeats + 1, c.config.maxContinuationDoublings) : 0;
     c.lastChoice = outcome.choice;
     c.open = false;
     const ctl::CandidateVerdict& v = plan.decision.verdicts[outcome.choice];
@@ -418,7 +418,9 @@ extern "C" int AdaPrec_ControllerPruningReason(AdaPrec_Controller controller, co
   return guarded(__func__, [&] {
     const AdaPrec_ControllerObject& c = objectOf(controller);
     ADAPREC_CHECK_ARG(size != nullptr, "size must not be NULL");
-    const std::string& reason = c.pruned[candidateIndex(c, candidate)];
+    const std::size_t i = candidateIndex(c, candidate);
+    // Before the first phase nothing was asked: "" as for a candidate not asked in a phase.
+    const std::string reason = i < c.pruned.size() ? c.pruned[i] : std::string();
     *size = reason.size();
     if (out != nullptr && capacity > reason.size()) std::memcpy(out, reason.c_str(), reason.size() + 1);
   });

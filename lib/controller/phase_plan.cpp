@@ -221,7 +221,7 @@ std::string decisionSummary(const ControllerConfig& config, const PhaseMeasureme
   }
   std::snprintf(buffer, sizeof buffer, "-> %s (phase %.1f s, overhead %.1f s%s)\n", config.candidates[outcome.choice].c_str(),
                 outcome.phaseSeconds, outcome.overheadSeconds,
-                plan.doublings > 0 ? ("; kept: continuation x" + std::to_string(1u << plan.doublings)).c_str() : "");
+                plan.doublings > 0 ? ("; confirmed: continuation x" + std::to_string(1u << plan.doublings)).c_str() : "");
   return line + buffer;
 }
 

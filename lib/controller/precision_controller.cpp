@@ -25,6 +25,50 @@ std::vector<double> agreedSamples(SpeculativeTrainer& trainer, std::vector<doubl
 
 }  // namespace
 
+namespace {
+
+// The controller state of a checkpoint (saveState's JSON; a checkpoint's CRC guards it against damage,
+// not against a hand-edited or foreign state), every error an adaprec::Error.
+nlohmann::json parseState(const std::string& state) {
+  nlohmann::json j = nlohmann::json::parse(state, nullptr, false);
+  ADAPREC_CHECK(j.is_object(), ErrorCode::kMismatch, "checkpoint's controller state is not a JSON object");
+  return j;
+}
+
+// A count of the state: a whole number in [0, max] (not -1, not 2.7, not a string).
+std::uint64_t stateCount(const nlohmann::json& j, const char* key, std::uint64_t max) {
+  ADAPREC_CHECK(j.contains(key), ErrorCode::kMismatch, "checkpoint's controller state has no " << key);
+  const nlohmann::json& v = j[key];
+  ADAPREC_CHECK(v.is_number_unsigned() && v.get<std::uint64_t>() <= max, ErrorCode::kMismatch,
+                "checkpoint's controller state: " << key << " " << v.dump() << " is not a whole number in [0, " << max
+                                                   << "]");
+  return v.get<std::uint64_t>();
+}
+
+bool validSeconds(double s, bool zeroAllowed) { return std::isfinite(s) && (s > 0 || (zeroAllowed && s == 0)); }
+bool validSeconds(const std::vector<double>& v, bool zeroAllowed) {
+  return std::all_of(v.begin(), v.end(), [&](double s) { return validSeconds(s, zeroAllowed); });
+}
+
+// Step times of the state (absent: empty), each finite and > 0 (a median of them paces the plans; 0 is
+// "not measured" where zeroAllowed).
+template <class T>
+T stateSeconds(const nlohmann::json& j, const char* key, bool zeroAllowed) {
+  if (!j.contains(key)) return T{};
+  T v;
+  try {
+    v = j[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    ADAPREC_FAIL(ErrorCode::kMismatch, "checkpoint's controller state: " << key << " is not a list of seconds");
+  }
+  bool ok = true;
+  for (const auto& x : v) ok = ok && validSeconds(x, zeroAllowed);
+  ADAPREC_CHECK(ok, ErrorCode::kMismatch, "checkpoint's controller state: " << key << " holds an invalid time");
+  return v;
+}
+
+}  // namespace
+
 PrecisionController::PrecisionController(ControllerConfig config)
     : config_(std::move(config)), nextPhase_(config_.firstPhaseStep) {
   config_.check();
@@ -47,7 +91,8 @@ void PrecisionController::apply(SpeculativeTrainer& trainer, std::size_t candida
 std::string PrecisionController::saveState() const {
   nlohmann::json j{{"next_phase", nextPhase_},   {"current", current_},
                    {"decisions", decisions_},    {"skipped_phases", skippedPhases_},
-                   {"overhead_s", overheadSeconds_}, {"step_samples_s", stepSamples_}};
+                   {"overhead_s", overheadSeconds_}, {"step_samples_s", stepSamples_},
+                   {"candidates", config_.candidates}};
   if (lastChoice_ != kNoBaseline) {  // the back-off's memory (absent: no decision yet)
     j["last_choice"] = lastChoice_;
     j["repeats"] = repeats_;
@@ -57,31 +102,45 @@ std::string PrecisionController::saveState() const {
 
 void PrecisionController::loadState(const std::string& state, SpeculativeTrainer& trainer) {
   if (state.empty()) return;  // a fresh run
-  nlohmann::json j = nlohmann::json::parse(state);
-  nextPhase_ = j.at("next_phase").get<std::uint64_t>();
-  current_ = j.at("current").get<std::size_t>();
-  decisions_ = j.at("decisions").get<std::size_t>();
-  overheadSeconds_ = j.at("overhead_s").get<double>();
+  const nlohmann::json j = parseState(state);
+  // The state holds candidates by index: resumed with another --candidates (reordered, one dropped)
+  // the same index is another format, and training would go on in it without a word. Absent from
+  // checkpoints written before 2026-12-02: not checked.
+  if (j.contains("candidates")) {
+    ADAPREC_CHECK(j["candidates"].is_array() && j["candidates"].size() == config_.candidates.size() &&
+                      std::equal(config_.candidates.begin(), config_.candidates.end(), j["candidates"].begin(),
+                                 [](const std::string& a, const nlohmann::json& b) { return b.is_string() && b == a; }),
+                  ErrorCode::kMismatch,
+                  "the checkpoint was written with candidates " << j["candidates"].dump() << ", this run has "
+                                                                << nlohmann::json(config_.candidates).dump()
+                                                                << " (resume with the same --candidates, in the same order)");
+  }
+  const std::uint64_t steps = std::uint64_t{1} << 53;  // beyond, steps are not exact as doubles
+  nextPhase_ = stateCount(j, "next_phase", steps);
+  current_ = stateCount(j, "current", specs_.size() - 1);
+  decisions_ = stateCount(j, "decisions", steps);
+  ADAPREC_CHECK(j.contains("overhead_s") && j["overhead_s"].is_number() && j["overhead_s"].get<double>() >= 0,
+                ErrorCode::kMismatch, "checkpoint's controller state: overhead_s " << j.value("overhead_s", nlohmann::json()).dump());
+  overheadSeconds_ = j["overhead_s"].get<double>();
   // Absent from checkpoints written before pruning: the step times are then measured again.
-  skippedPhases_ = j.value("skipped_phases", std::size_t{0});
+  skippedPhases_ = j.contains("skipped_phases") ? stateCount(j, "skipped_phases", steps) : 0;
   // Absent from checkpoints written before the back-off: its count starts over at the next decision.
-  lastChoice_ = j.value("last_choice", kNoBaseline);
-  repeats_ = j.value("repeats", 0u);
-  ADAPREC_CHECK(lastChoice_ == kNoBaseline || lastChoice_ < specs_.size(), ErrorCode::kMismatch,
-                "checkpoint's controller state names candidate " << lastChoice_ << " of " << specs_.size());
-  const auto samples = j.value("step_samples_s", std::vector<std::vector<double>>{});
+  lastChoice_ = j.contains("last_choice") ? stateCount(j, "last_choice", specs_.size() - 1) : kNoBaseline;
+  // Counted up to --max-doublings (a run resumed with a lower one goes on from there).
+  repeats_ = j.contains("repeats") ? static_cast<unsigned>(std::min<std::uint64_t>(
+                                         stateCount(j, "repeats", 0xFFFFFFFFu), config_.maxContinuationDoublings))
+                                   : 0;
+  const auto samples = stateSeconds<std::vector<std::vector<double>>>(j, "step_samples_s", false);
   if (samples.size() == stepSamples_.size()) {
     for (std::size_t c = 0; c < samples.size(); ++c) {
       if (!samples[c].empty()) setStepSamples(c, samples[c]);
     }
   } else {  // written before the samples were kept: each median as one sample
-    const std::vector<double> saved = j.value("step_s", std::vector<double>{});
+    const auto saved = stateSeconds<std::vector<double>>(j, "step_s", true);
     for (std::size_t c = 0; c < saved.size() && saved.size() == stepSamples_.size(); ++c) {
       if (saved[c] > 0) setStepSamples(c, {saved[c]});
     }
   }
-  ADAPREC_CHECK(current_ < specs_.size(), ErrorCode::kMismatch, "checkpoint's controller state names candidate "
-                                                                   << current_ << " of " << specs_.size());
   // The checkpoint restored the residuals of the run so far: clearing them would break bit-identity.
   // Before the first phase nothing was chosen yet: the trainer's own format (fp32) stays.
   if (decisions_ + skippedPhases_ > 0) apply(trainer, current_, false);
@@ -221,7 +280,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   std::uint64_t agreed[2] = {plan.decision.choice, plan.continuationSteps()};
   trainer.agree(agreed);
   current_ = static_cast<std::size_t>(agreed[0]);
-  repeats_ = plan.confirmed ? repeats_ + 1 : 0;
+  repeats_ = plan.confirmed ? std::min(repeats_ + 1, config_.maxContinuationDoublings) : 0;
   lastChoice_ = current_;
   ADAPREC_CHECK(branchEnds[current_] != nullptr, ErrorCode::kMismatch,
                 "the agreed choice " << config_.candidates[current_] << " was not speculated on this rank");

@@ -310,13 +310,16 @@ int main(void) {
       o.totalSteps = 400;
       AdaPrec_Controller p = NULL;
       CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+      int yes = -1;
+      char reason[32] = "x";
+      size_t n = 7;
+      /* Before any phase nothing was asked (this indexed an empty list: a crash in C and Python). */
+      CHECK(AdaPrec_ControllerPruningReason(p, "fp32", reason, sizeof reason, &n) == ADAPREC_OK);
+      CHECK(strcmp(reason, "") == 0 && n == 0);
       CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
       CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.02) == ADAPREC_OK);
       CHECK(AdaPrec_ControllerReportStepTime(p, "fp16", 0.015) == ADAPREC_OK);
       CHECK(AdaPrec_ControllerReportStepTime(p, "table2", table2Faster ? 0.01 : 0.0145) == ADAPREC_OK);
-      int yes = -1;
-      char reason[32] = "x";
-      size_t n = 0;
       CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp32", &yes) == ADAPREC_OK && yes == table2Faster);
       CHECK(AdaPrec_ControllerPruningReason(p, "fp32", reason, sizeof reason, &n) == ADAPREC_OK);
       CHECK(strcmp(reason, table2Faster ? "" : "stood_in") == 0 && n == strlen(reason));

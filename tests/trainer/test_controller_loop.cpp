@@ -591,6 +591,73 @@ TEST_CASE("back-off: the count travels in the controller's state and starts over
   CHECK(nlohmann::json::parse(c.saveState())["repeats"] == 0);
 }
 
+TEST_CASE("a controller state that does not fit this run is refused, not read as something else") {
+  ControllerConfig config = pruningConfig({"fp32", "bf16"});
+  config.maxOverhead = 0.5;
+  PrecisionController a(config);
+  FakeTrainer trainer;
+  trainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.01}};
+  while (trainer.stepsDone() < 70) {  // the decisions at 0 and 60
+    a.beforeStep(trainer);
+    trainer.train(1);
+  }
+  REQUIRE(a.decisions() == 2);
+  const nlohmann::json good = nlohmann::json::parse(a.saveState());
+  REQUIRE(good["candidates"] == nlohmann::json({"fp32", "bf16"}));
+  const auto loads = [&](const nlohmann::json& state, const ControllerConfig& with) {
+    PrecisionController b(with);
+    FakeTrainer resumed = trainer;
+    b.loadState(state.dump(), resumed);
+    return nlohmann::json::parse(b.saveState());
+  };
+  const auto refusedMessage = [&](const nlohmann::json& state, const ControllerConfig& with) {
+    try {
+      loads(state, with);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kMismatch);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(loads(good, config) == good);
+  // Resumed with the candidates reordered, index 1 would be fp32: training would go on in another
+  // format without a word.
+  ControllerConfig reordered = config;
+  reordered.candidates = {"bf16", "fp32"};
+  CHECK_THAT(refusedMessage(good, reordered), Catch::Contains("same --candidates"));
+  ControllerConfig dropped = config;
+  dropped.candidates = {"fp32"};
+  CHECK_THAT(refusedMessage(good, dropped), Catch::Contains("same --candidates"));
+  // A state written before the list was kept is read as before.
+  nlohmann::json old = good;
+  old.erase("candidates");
+  CHECK(loads(old, config)["current"] == 1);
+  // Counts: whole numbers in range, nothing truncated, wrapped or thrown as a JSON library's error.
+  for (const char* key : {"repeats", "last_choice", "current", "next_phase", "decisions", "skipped_phases"}) {
+    for (const nlohmann::json& bad : {nlohmann::json(-1), nlohmann::json(2.7), nlohmann::json("bf16"),
+                                      nlohmann::json(nullptr), nlohmann::json(1e12)}) {
+      nlohmann::json state = good;
+      state[key] = bad;
+      INFO(key << " = " << bad.dump());
+      CHECK_THAT(refusedMessage(state, config), Catch::Contains(key));
+    }
+  }
+  nlohmann::json beyond = good;
+  beyond["last_choice"] = 2;
+  CHECK_THAT(refusedMessage(beyond, config), Catch::Contains("last_choice"));
+  for (const char* key : {"overhead_s", "step_samples_s"}) {
+    nlohmann::json state = good;
+    state[key] = key == std::string("overhead_s") ? nlohmann::json(-1.0) : nlohmann::json({{0.01}, {-0.5}});
+    CHECK_THAT(refusedMessage(state, config), Catch::Contains(key));
+  }
+  CHECK_THAT(refusedMessage(nlohmann::json::array(), config), Catch::Contains("not a JSON object"));
+  // A count beyond --max-doublings (a run resumed with a lower one) goes on from the largest: no
+  // overflow into "no confirmation yet".
+  nlohmann::json many = good;
+  many["repeats"] = 4294967295u;
+  CHECK(loads(many, config)["repeats"] == config.maxContinuationDoublings);
+}
+
 TEST_CASE("back-off: a switch to a candidate that is not clearly better confirms the choice") {
   // bf16 and bf16+ef (which cannot stand in for fp32) learn alike and take turns being 1 % faster:
   // the rule switches between them at every decision, on a difference that is noise, and such a
