@@ -135,7 +135,17 @@ void ControllerHook::beforeStep(Trainer& trainer) {
     loaded_ = true;
     controller_.loadState(stateText(trainer), session);
   }
-  if (controller_.beforeStep(session)) saveState(trainer, controller_.saveState());
+  // A phase's probes and branches are not --reduction auto's to measure (ReductionTuner::pause).
+  trainer.pauseReductionTuning(true);
+  bool ran = false;
+  try {
+    ran = controller_.beforeStep(session);
+  } catch (...) {
+    trainer.pauseReductionTuning(false);
+    throw;
+  }
+  trainer.pauseReductionTuning(false);
+  if (ran) saveState(trainer, controller_.saveState());
 }
 
 void ControllerHook::finish(Trainer& trainer) {

@@ -8,13 +8,13 @@ namespace adaprec::trainer {
 
 ReductionMode ReductionTuner::nextMode(const std::string& key) const {
   if (decided_) return *decided_;
-  if (steps_ < kWarmupSteps) return ReductionMode::kSequential;
+  if (paused_ || steps_ < kWarmupSteps) return ReductionMode::kSequential;
   // The overlapped half of a pair follows a sequential step of the same format; anything else starts a pair.
   return pendingKey_ == key ? ReductionMode::kOverlap : ReductionMode::kSequential;
 }
 
 void ReductionTuner::record(double seconds, const std::string& key) {
-  if (decided_ || ratios_.size() == kPairs) return;
+  if (decided_ || paused_ || ratios_.size() == kPairs) return;
   if (steps_ < kWarmupSteps) {
     ++steps_;
     return;
@@ -28,6 +28,11 @@ void ReductionTuner::record(double seconds, const std::string& key) {
   pendingKey_.reset();
   // A zero-length sequential step (a clock's resolution) carries no information.
   ratios_.push_back(sequentialSeconds_ > 0 ? seconds / sequentialSeconds_ : 1.0);
+}
+
+void ReductionTuner::pause(bool paused) {
+  paused_ = paused;
+  pendingKey_.reset();
 }
 
 bool ReductionTuner::readyToDecide() const { return !decided_ && ratios_.size() == kPairs; }

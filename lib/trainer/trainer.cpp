@@ -132,6 +132,10 @@ void Trainer::checkFinite(const StepResult& r) const {
   throw TrainingDiverged(os.str());
 }
 
+void Trainer::pauseReductionTuning(bool paused) {
+  if (tuner_) tuner_->pause(paused);
+}
+
 void Trainer::tuneReduction() {
   if (!tuner_ || tuner_->decided()) return;
   if (tuner_->readyToDecide()) {

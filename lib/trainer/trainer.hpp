@@ -150,6 +150,8 @@ class Trainer {
   // Opaque controller state that travels in checkpoints.
   std::vector<std::uint8_t>& controllerState() { return controllerState_; }
   void setFormatLabel(std::string label) { config_.formatLabel = std::move(label); }
+  // --reduction auto: steps taken while paused are not measured (the controller's phases: ReductionTuner::pause).
+  void pauseReductionTuning(bool paused);
   std::uint64_t wireBytes() const { return wireBytes_; }
   // Seconds the reductions took and the part of them the training thread waited for (rank 0's in logs).
   double commSeconds() const { return commSeconds_; }

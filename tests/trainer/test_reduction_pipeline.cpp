@@ -243,6 +243,35 @@ TEST_CASE("reduction tuner: a pair is two steps of one format; interleaved forma
   CHECK(split.medianRatio() == Approx(0.8));  // no pair holds fp16's step
 }
 
+TEST_CASE("reduction tuner: the controller's phases are not measured and run alike", "[tuner]") {
+  // The first phase's branches: paused, every step sequential whatever its format, none recorded.
+  ReductionTuner tuner;
+  for (std::size_t i = 0; i < ReductionTuner::kWarmupSteps; ++i) tuner.record(1.0, "fp32");
+  tuner.record(0.10, "table4");  // the first half of a pair, then a phase begins
+  tuner.pause(true);
+  for (const char* format : {"table4", "table4", "fp16", "fp16", "table2"}) {
+    CHECK(tuner.nextMode(format) == ReductionMode::kSequential);
+    tuner.record(0.5, format);  // would make overlap look 5x slower if it were a pair's half
+  }
+  tuner.pause(false);
+  // The continuation: pairs of its own steps; the pair pending before the phase was dropped.
+  CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
+  for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
+    CHECK_FALSE(tuner.readyToDecide());
+    CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
+    tuner.record(0.100, "table4");
+    CHECK(tuner.nextMode("table4") == ReductionMode::kOverlap);
+    tuner.record(0.095, "table4");
+  }
+  REQUIRE(tuner.readyToDecide());
+  CHECK(tuner.medianRatio() == Approx(0.95));
+  tuner.decide(0.95);
+  // After the decision a phase runs in the chosen mode, every candidate alike.
+  tuner.pause(true);
+  CHECK(tuner.nextMode("fp16") == ReductionMode::kOverlap);
+  CHECK(tuner.nextMode("table2") == ReductionMode::kOverlap);
+}
+
 TEST_CASE("reduction tuner: sequential unless overlap is strictly faster", "[tuner]") {
   for (double agreed : {1.0, 1.2}) {
     ReductionTuner tuner;
