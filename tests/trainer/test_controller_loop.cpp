@@ -549,17 +549,37 @@ TEST_CASE("back-off: a decision that keeps the previous choice doubles its conti
   }
 }
 
-TEST_CASE("back-off: the count travels in the controller's state and starts over at a clear switch") {
+namespace {
+
+// fp32 and bf16 (twice as fast, learning alike) with continuations under a 0.5 overhead bound.
+ControllerConfig backOffConfig() {
   ControllerConfig config = pruningConfig({"fp32", "bf16"});
   config.maxOverhead = 0.5;
-  PrecisionController a(config);
+  return config;
+}
+
+FakeTrainer bf16TwiceFaster() {
   FakeTrainer trainer;
   trainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.01}};
-  while (trainer.stepsDone() < 70) {  // the decisions at 0 and 60
-    a.beforeStep(trainer);
+  return trainer;
+}
+
+// Trains to step 70: the decisions at 0 and 60, both bf16.
+void runTwoDecisions(PrecisionController& controller, FakeTrainer& trainer) {
+  while (trainer.stepsDone() < 70) {
+    controller.beforeStep(trainer);
     trainer.train(1);
   }
-  REQUIRE(a.decisions() == 2);
+  REQUIRE(controller.decisions() == 2);
+}
+
+}  // namespace
+
+TEST_CASE("back-off: the count travels in the controller's state and starts over at a clear switch") {
+  const ControllerConfig config = backOffConfig();
+  PrecisionController a(config);
+  FakeTrainer trainer = bf16TwiceFaster();
+  runTwoDecisions(a, trainer);
   const nlohmann::json state = nlohmann::json::parse(a.saveState());
   CHECK(state["last_choice"] == 1);
   CHECK(state["repeats"] == 1);
@@ -592,16 +612,10 @@ TEST_CASE("back-off: the count travels in the controller's state and starts over
 }
 
 TEST_CASE("a controller state that does not fit this run is refused, not read as something else") {
-  ControllerConfig config = pruningConfig({"fp32", "bf16"});
-  config.maxOverhead = 0.5;
+  const ControllerConfig config = backOffConfig();
   PrecisionController a(config);
-  FakeTrainer trainer;
-  trainer.secondsOf = {{"fp32", 0.02}, {"bf16", 0.01}};
-  while (trainer.stepsDone() < 70) {  // the decisions at 0 and 60
-    a.beforeStep(trainer);
-    trainer.train(1);
-  }
-  REQUIRE(a.decisions() == 2);
+  FakeTrainer trainer = bf16TwiceFaster();
+  runTwoDecisions(a, trainer);
   const nlohmann::json good = nlohmann::json::parse(a.saveState());
   REQUIRE(good["candidates"] == nlohmann::json({"fp32", "bf16"}));
   const auto loads = [&](const nlohmann::json& state, const ControllerConfig& with) {
