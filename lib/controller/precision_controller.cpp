@@ -23,9 +23,6 @@ std::vector<double> agreedSamples(SpeculativeTrainer& trainer, std::vector<doubl
   return seconds;
 }
 
-}  // namespace
-
-namespace {
 
 // The controller state of a checkpoint (saveState's JSON; a checkpoint's CRC guards it against damage,
 // not against a hand-edited or foreign state), every error an adaprec::Error.

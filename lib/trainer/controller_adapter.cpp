@@ -136,15 +136,16 @@ void ControllerHook::beforeStep(Trainer& trainer) {
     controller_.loadState(stateText(trainer), session);
   }
   // A phase's probes and branches are not --reduction auto's to measure (ReductionTuner::pause).
-  trainer.pauseReductionTuning(true);
+  struct TuningPaused {
+    Trainer& trainer;
+    explicit TuningPaused(Trainer& t) : trainer(t) { trainer.pauseReductionTuning(true); }
+    ~TuningPaused() { trainer.pauseReductionTuning(false); }
+  };
   bool ran = false;
-  try {
+  {
+    const TuningPaused paused(trainer);
     ran = controller_.beforeStep(session);
-  } catch (...) {
-    trainer.pauseReductionTuning(false);
-    throw;
   }
-  trainer.pauseReductionTuning(false);
   if (ran) saveState(trainer, controller_.saveState());
 }
 
