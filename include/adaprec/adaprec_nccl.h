@@ -19,7 +19,9 @@
  * one node unless ADAPREC_RANKS_PER_NODE is set.
  *
  * Returns ncclSuccess or an ncclResult_t error; a one-line message goes to stderr. An invalid ADAPREC_*
- * value gives ncclInvalidArgument on every call. No C++ exception crosses this API. */
+ * value gives ncclInvalidArgument on every float sum, on every rank of its communicator (the ranks
+ * agree first, so a value invalid on some ranks only fails the call everywhere instead of leaving the
+ * others waiting); other calls are ncclAllReduce's. No C++ exception crosses this API. */
 #ifndef ADAPREC_ADAPREC_NCCL_H
 #define ADAPREC_ADAPREC_NCCL_H
 

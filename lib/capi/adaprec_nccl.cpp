@@ -112,13 +112,19 @@ const EnvironmentConfig* config() {
     }                                                                                          \
   } while (0)
 
+// What a rank whose ADAPREC_* environment is invalid (config() is null) offers to the agreement: no
+// valid rank's settings read so, so they all see a disagreement.
+constexpr const char* kInvalidSettings = "an invalid ADAPREC_* environment (see its line)";
+
 // Every rank must take the same branch (pass-through or AdaPrec) for the same call, so before the
 // first float sum on a communicator the ranks compare their ADAPREC_* settings: one ncclAllReduce
-// (max) of the settings' hash and its complement.
+// (max) of the settings' hash and its complement. cfg null: this rank's environment is invalid; it
+// still takes part (a rank that returned at once left the others waiting in this very allreduce) and
+// its call fails whatever the others hold.
 ncclResult_t agreeSettings(ncclComm_t comm, cudaStream_t stream, CommState& state,
-                           const EnvironmentConfig& cfg) {
+                           const EnvironmentConfig* cfg) {
   if (state.agreed) return ncclSuccess;
-  const std::string settings = cfg.agreedSettings();
+  const std::string settings = cfg != nullptr ? cfg->agreedSettings() : kInvalidSettings;
   const std::uint64_t signature = adaprec::detail::hashSignatureText(settings);
   std::uint64_t values[2] = {signature, ~signature};
   std::uint64_t* device = nullptr;
@@ -135,6 +141,7 @@ ncclResult_t agreeSettings(ncclComm_t comm, cudaStream_t stream, CommState& stat
     rc = ncclUnhandledCudaError;
   cudaFree(device);
   if (rc != ncclSuccess) return rc;
+  if (cfg == nullptr) return ncclInvalidArgument;  // its line was printed when the environment was read
   if (values[0] != signature || values[1] != ~signature) {
     report("ranks disagree on the ADAPREC_* settings (this rank: " + settings +
            "); set the same values on every rank");
@@ -159,14 +166,17 @@ ncclResult_t resultFor(adaprec::ErrorCode code) {
 extern "C" ncclResult_t adaprecNcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                              cudaStream_t stream) {
-  const EnvironmentConfig* cfg = config();
-  if (cfg == nullptr) return ncclInvalidArgument;
+  // Calls AdaPrec never takes are ncclAllReduce's, whatever the environment holds: every rank passes
+  // them through alike, so none waits for another.
   if (datatype != ncclFloat32 || op != ncclSum || comm == nullptr || count == 0)
     return ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  const EnvironmentConfig* cfg = config();
   CommState* found = nullptr;
   if (const ncclResult_t rc = stateFor(comm, found); rc != ncclSuccess) return rc;
   CommState& state = *found;
-  if (const ncclResult_t rc = agreeSettings(comm, stream, state, *cfg); rc != ncclSuccess) return rc;
+  // Agreed before anything else, an invalid environment included: one invalid on some ranks only fails
+  // the call on every rank (ncclInvalidArgument) instead of leaving the valid ones waiting.
+  if (const ncclResult_t rc = agreeSettings(comm, stream, state, cfg); rc != ncclSuccess) return rc;
   // Default fp32 + auto means "behave exactly like NCCL": the very same ncclAllReduce call.
   const bool plainFp32 = cfg->format.selection == adaprec::Selection::kFixed &&
                          cfg->format.format == adaprec::Format::kFp32 &&
