@@ -2,7 +2,10 @@
 """Issue 22's goals from an adaprec-bench JSON (-J): per size and format, auto's share of the best
 algorithm within the error budget (best time / auto time; native, i.e. MPI_Allreduce in fp32, is in
 every format's budget: auto may pass any format through uncompressed), the best two-quantization algorithm against ring, the speedup over
-the engine's fp32 ring as a share of the ideal 32/bits, and the cost model's error on every row; then
+the engine's fp32 ring as a share of the ideal 32/bits, the fastest row's own codec time (encode + decode,
+the slowest rank's, from the bench's encode_us/decode_us) against that ideal time (a row can be no faster
+than its codec: above 1 / goal the share-of-ideal goal is out of that run's reach), and the cost model's
+error on every row; then
 how many rows meet each of issue 22's goals (0.95, 0.95, 90 % / 75 % of ideal, +-25 %).
 Each row's quantizations per value is the bench's "quantizations" field, which the bench takes from the
 library's algorithm table (docs/algorithms.md, column Q); the default budget is the library's, 2.
@@ -40,8 +43,8 @@ def main():
         tally[goal][0] += bool(met)
         tally[goal][1] += 1
 
-    print("| size | format | auto took | auto's share of best in budget | best 2-quant / ring | best vs fp32 ring | % of ideal 32/bits | model error range |")
-    print("|---:|---|---|---:|---:|---:|---:|---|")
+    print("| size | format | auto took | auto's share of best in budget | best 2-quant / ring | best vs fp32 ring | % of ideal 32/bits | codec / ideal time | model error range |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---|")
     for (size, fmt), algos in sorted(by.items(), key=lambda kv: (kv[0][0], BITS.get(kv[0][1], 0) * -1)):
         auto = next((r for a, r in algos.items() if a.startswith("auto")), None)
         engine = {a: r for a, r in algos.items() if not a.startswith("auto") and a != "MPI_Allreduce"}
@@ -59,6 +62,10 @@ def main():
         # Runs without --model have no model error; runs without a ring row no share of ideal.
         err_text = f"{min(errs):+.0%} .. {max(errs):+.0%}" if errs else "-"
         ideal_text = f"{vs32:.2f} | {100 * vs32 / (32 / BITS[fmt]):.0f}%" if vs32 else "- | -"
+        # The fastest row's codec seconds (the slowest rank's encode + decode) over the ideal time.
+        codec_us = (fastest or {}).get("encode_us", 0) + (fastest or {}).get("decode_us", 0)
+        ideal_us = ring32.get(size) / (32 / BITS[fmt]) if ring32.get(size) and fmt != "fp32" else None
+        codec_text = f"{codec_us / ideal_us:.2f}" if ideal_us and codec_us else "-"
         if auto and best:
             count("auto >= 0.95 x best in budget", best["time"] / auto["time"] >= 0.95)
         if best2 and "ring" in algos:
@@ -71,7 +78,7 @@ def main():
         print(f"| {human(size)} | {fmt} | {auto['algo'] if auto else '-'} | "
               f"{ratio(best['time'], auto['time']) if auto and best else '-'} | "
               f"{ratio(algos['ring']['time'], best2['time']) if best2 and 'ring' in algos else '-'} | "
-              f"{ideal_text} | {err_text} |")
+              f"{ideal_text} | {codec_text} | {err_text} |")
     # The issue's goals, counted over the table (each row of a goal once).
     print()
     for goal, (met, total) in tally.items():

@@ -413,6 +413,11 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  // The table went to a full disk or /dev/full: the run's results are lost, which exit 0 would hide.
+  if (!adaprec::standardStreamsComplete() && exitCode == 0) {
+    std::fprintf(stderr, "adaprec-bench: cannot write the results to standard output\n");
+    exitCode = 1;
+  }
   MPI_Finalize();
   return exitCode;
 }

@@ -276,6 +276,8 @@ int main(int argc, char** argv) try {
     out.close();  // flushed here: a full disk fails only now
     ADAPREC_CHECK(!out.fail(), adaprec::ErrorCode::kIo, "error writing " << jsonPath);
   }
+  ADAPREC_CHECK(adaprec::standardStreamsComplete(), adaprec::ErrorCode::kIo,
+                "cannot write the results to standard output");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "adaprec-codec-bench: %s\n", adaprec::messageForUsers(e).c_str());

@@ -46,6 +46,12 @@ std::string messageForUsers(const std::exception& e);
 // what() without kMessagePrefix (the check's place kept): for lines that already begin with it.
 std::string withoutMessagePrefix(const std::exception& e);
 
+// For command-line tools, last thing before a successful exit: flushes stdout, std::cout, stderr and
+// std::cerr and tells whether everything written to them arrived. False on a full disk, /dev/full or
+// a file system error: the tool must then exit non-zero (its results are not where the user looks),
+// not 0 with an empty or cut file. A closed pipe ends the process with SIGPIPE before this.
+bool standardStreamsComplete();
+
 namespace detail {
 [[noreturn]] void throwError(ErrorCode code, const std::string& message, const char* condition,
                              const char* file, int line);

@@ -1,5 +1,7 @@
 #include "adaprec/error.hpp"
 
+#include <cstdio>
+#include <iostream>
 #include <sstream>
 #include <string_view>
 
@@ -36,6 +38,17 @@ std::string messageForUsers(const std::exception& e) {
   const std::size_t at = message.rfind(suffix);
   if (at != std::string::npos && message.back() == ']') message.resize(at);
   return message;
+}
+
+bool standardStreamsComplete() {
+  std::cout.flush();
+  std::cerr.flush();
+  // Each flush runs whatever the others gave: a failed stdout must not leave stderr unflushed.
+  const bool cout = std::cout.good();
+  const bool cerr = std::cerr.good();
+  const bool out = std::fflush(stdout) == 0 && std::ferror(stdout) == 0;
+  const bool err = std::fflush(stderr) == 0 && std::ferror(stderr) == 0;
+  return cout && cerr && out && err;
 }
 
 namespace detail {

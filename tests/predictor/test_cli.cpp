@@ -25,8 +25,9 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-// Runs adaprec-predict with `args`, feeding `input` as the file named by {in} (or stdin with '-').
-Result run(const std::string& args, const std::string& input) {
+// Runs adaprec-predict with `args`, feeding `input` as the file named by {in} (or stdin with '-');
+// its standard output goes to `stdoutPath` when given (then Result::out is empty).
+Result run(const std::string& args, const std::string& input, const std::string& stdoutPath = "") {
   const char* exe = std::getenv("ADAPREC_PREDICT");
   REQUIRE(exe != nullptr);
   const fs::path dir = fs::temp_directory_path() / ("adaprec-cli-test-" + std::to_string(::getpid()));
@@ -35,12 +36,13 @@ Result run(const std::string& args, const std::string& input) {
   std::string a = args;
   const auto pos = a.find("{in}");
   if (pos != std::string::npos) a.replace(pos, 4, (dir / "in.csv").string());
-  const std::string command = std::string(exe) + " " + a + " < " + (dir / "in.csv").string() + " > " +
-                              (dir / "out").string() + " 2> " + (dir / "err").string();
+  const std::string out = stdoutPath.empty() ? (dir / "out").string() : stdoutPath;
+  const std::string command = std::string(exe) + " " + a + " < " + (dir / "in.csv").string() + " > " + out +
+                              " 2> " + (dir / "err").string();
   const int raw = std::system(command.c_str());
   Result r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(dir / "out");
+  if (stdoutPath.empty()) r.out = slurp(dir / "out");
   r.err = slurp(dir / "err");
   fs::remove_all(dir);
   return r;
@@ -93,6 +95,17 @@ TEST_CASE("adaprec-predict reads stdin and prints JSON", "[predictor][cli]") {
   double total = 0;
   for (const auto& [name, w] : j["family_weights"].items()) total += w.get<double>();
   CHECK(total == Approx(1.0).epsilon(1e-9));
+}
+
+TEST_CASE("adaprec-predict predictions that cannot be written fail (a full disk)", "[predictor][cli]") {
+  if (::access("/dev/full", W_OK) != 0) return;  // no /dev/full to write to here
+  // Written into a full disk, the predictions were lost with exit 0 (an empty file).
+  for (const char* form : {"", " --json"}) {
+    const Result r = run(std::string("--input - --at 800") + form, "value,step\n0.2,10\n0.3,20\n0.35,30\n", "/dev/full");
+    INFO(form << ": " << r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err == "adaprec-predict: cannot write the predictions to standard output\n");
+  }
 }
 
 TEST_CASE("adaprec-predict input errors name the line and exit with status 2", "[predictor][cli]") {

@@ -27,6 +27,17 @@ def case(name, command, must_contain, code=None):
         print(f"  exit {proc.returncode}:\n  " + text[-1500:].replace("\n", "\n  "), flush=True)
 
 
+def full_stdout_case(name, command, must_contain):
+    """The command's standard output goes to /dev/full: it must fail (exit 1) and say so on stderr."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    ok = proc.returncode == 1 and all(s in proc.stderr for s in must_contain)
+    print(f"{name:60s} {'ok' if ok else 'FAIL'}", flush=True)
+    if not ok:
+        failures.append(name)
+        print(f"  exit {proc.returncode}:\n  " + proc.stderr[-1500:].replace("\n", "\n  "), flush=True)
+
+
 def main():
     bench, codec = sys.argv[1], sys.argv[2]
     if not (os.path.exists(bench) and os.path.exists(codec)):
@@ -62,6 +73,11 @@ def main():
              ["error writing /dev/full", "No space"])
         case("adaprec-codec-bench -J /dev/full", [codec, "-n", "1000", "-r", "1", "-f", "fp16", "-J", "/dev/full"],
              ["error writing /dev/full"])
+        # The table itself into a full disk: exit 0 with an empty file before.
+        full_stdout_case("adaprec-bench > /dev/full", loop + ["-b", "4", "-e", "4", "--formats", "fp16"],
+                         ["adaprec-bench: cannot write the results to standard output"])
+        full_stdout_case("adaprec-codec-bench > /dev/full", [codec, "-n", "1000", "-r", "1", "-f", "fp16"],
+                         ["adaprec-codec-bench: cannot write the results to standard output"])
     case("adaprec-bench --ranks without --transport loopback", [bench, "--ranks", "7"], ["--transport loopback", "-np"])
     case("adaprec-codec-bench -f ''", [codec, "-n", "1000", "-f", ""], ["-f names no format"], code=2)
     case("adaprec-codec-bench -f bogus (exit 2)", [codec, "-n", "1000", "-f", "bogus"], ["bogus"], code=2)

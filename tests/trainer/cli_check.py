@@ -54,6 +54,14 @@ def check_single(train):
            rc != 0 and len(lines(err)) == 1 and "/dev/full" in err and "No space left on device" in err,
            f"exit {rc}, stderr:\n{err}")
 
+    # Rank 0's lines (the final test accuracy) into a full disk: exit 0 with nothing written before.
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([train] + SMALL, stdout=subprocess.PIPE, stderr=full, text=True, timeout=120,
+                                  env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+        expect("2> /dev/full: the lost final line fails the run (exit 1)", proc.returncode == 1,
+               f"exit {proc.returncode}")
+
     rc, _, err = run([train] + SMALL + ["--lr", "1e6"])
     expect("divergence: exit 3, one 'training diverged' line, no internal-error tag",
            rc == 3 and len(lines(err)) == 1 and "training diverged" in err and "internal error" not in err,

@@ -311,5 +311,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "adaprec-predict: %s\n", adaprec::messageForUsers(e).c_str());
     return 1;
   }
+  // Predictions printed into a full disk or /dev/full were lost: say so, not exit 0 with an empty file.
+  if (!adaprec::standardStreamsComplete()) {
+    std::fprintf(stderr, "adaprec-predict: cannot write the predictions to standard output\n");
+    return 1;
+  }
   return 0;
 }

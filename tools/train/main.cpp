@@ -68,6 +68,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "adaprec-train: rank %d: error: %s\n", rank, adaprec::messageForUsers(e).c_str());
     endJob(size, 1);
   }
+  // Rank 0's setup, progress and final-accuracy lines went to a full disk: the job must not look fine.
+  const bool written = adaprec::standardStreamsComplete();
   MPI_Finalize();
+  if (!written) {
+    std::fprintf(stderr, "adaprec-train: rank %d: cannot write to standard output or error\n", rank);
+    return 1;
+  }
   return 0;
 }
