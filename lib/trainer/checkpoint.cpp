@@ -224,12 +224,18 @@ std::string CheckpointDirectory::rankFile(std::uint64_t step, int rank) const {
 }
 
 void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
-  // A failure on one rank must reach all of them before anyone waits: reading LATEST too (a stale or
-  // short read on a network file system fails on one rank only).
+  // The generation this one replaces, deleted after the new LATEST is written. Best effort: a marker
+  // this rank cannot read, a corrupt one or one of another run (a fresh run in a reused directory, whose
+  // first checkpoint failed on every rank with "written by 1 ranks; this run has 2", the training up
+  // to it lost) only leaves its files behind, which costs space, not correctness.
   std::optional<std::uint64_t> previous;
-  std::string error;
   try {
     previous = latestStep();
+  } catch (const Error&) {
+  }
+  // A failure on one rank must reach all of them before anyone waits.
+  std::string error;
+  try {
     writeFileAtomically(rankFile(snapshot.step, rank_), serializeSnapshot(snapshot));
   } catch (const Error& e) {
     error = messageForUsers(e);

@@ -1,8 +1,10 @@
 #include "run_options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -257,6 +259,68 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
   app.add_option("--backend", t.backend, "Layer math backend")->check(CLI::IsMember({"eigen"}))->capture_default_str();
   app.add_flag("!--no-progress", t.progress,
                "No progress line, header or per-evaluation lines (the final test accuracy line still prints)");
+}
+
+namespace {
+
+// What an option reads as on this rank: the values given, or its default. A file: schedule reads as
+// the bytes of its file (each node may keep its own copy at its own path).
+std::string optionText(const CLI::Option& option) {
+  std::string text;
+  if (option.count() == 0) {
+    text = "default " + option.get_default_str();
+  } else {
+    for (const std::string& value : option.results()) text += (text.empty() ? "" : " ") + value;
+  }
+  if (option.get_name() == "--lr-schedule" && text.rfind("file:", 0) == 0) {
+    std::ifstream in(text.substr(5), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    text = "a file: schedule of " + std::to_string(bytes.str().size()) + " bytes, FNV-1a " +
+           std::to_string(detail::fnv1a(bytes.str()));
+  }
+  return text;
+}
+
+}  // namespace
+
+void agreeOnCommandLine(const CLI::App& app, MPI_Comm comm) {
+  std::vector<const CLI::Option*> options;
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string name = option->get_name();
+    const bool perRank = std::find(std::begin(kPerRankOptions), std::end(kPerRankOptions), name) !=
+                         std::end(kPerRankOptions);
+    if (!perRank && name != "--help") options.push_back(option);
+  }
+  // Slot 0: the number of options (one binary on every rank); then each option's hash. Min and max
+  // over the ranks differ exactly where some rank reads the option differently.
+  std::vector<std::uint64_t> low(options.size() + 1), high;
+  low[0] = options.size();
+  std::vector<std::string> texts;
+  for (const CLI::Option* option : options) {
+    texts.push_back(optionText(*option));
+    low[texts.size()] = detail::fnv1a(texts.back());
+  }
+  high = low;
+  int counts[2] = {static_cast<int>(low.size()), -static_cast<int>(low.size())};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_MAX, comm);
+  ADAPREC_CHECK(counts[0] == -counts[1], ErrorCode::kMismatch,
+                "the ranks run adaprec-train builds with different option sets (" << -counts[1] << " to " << counts[0]
+                                                                                  << " options)");
+  MPI_Allreduce(MPI_IN_PLACE, low.data(), static_cast<int>(low.size()), MPI_UINT64_T, MPI_MIN, comm);
+  MPI_Allreduce(MPI_IN_PLACE, high.data(), static_cast<int>(high.size()), MPI_UINT64_T, MPI_MAX, comm);
+  std::string differing;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    if (low[i + 1] == high[i + 1]) continue;
+    differing += (differing.empty() ? "" : ", ") + options[i]->get_name() + " (this rank: " + texts[i] + ")";
+  }
+  if (differing.empty()) return;
+  std::string perRank;
+  for (const char* name : kPerRankOptions) perRank += (perRank.empty() ? "" : ", ") + std::string(name);
+  throw AgreedError(ErrorCode::kMismatch,
+                    "the ranks were given different options: " + differing +
+                        "; every rank must run the same command line (only " + perRank +
+                        " and the path of a file: schedule may differ)");
 }
 
 std::vector<FormatSpec> parseLayerFormats(const std::string& text, const std::vector<LayerRange>& layers) {

@@ -71,6 +71,15 @@ inline constexpr bool kHaveController = false;
 
 void addRunOptions(CLI::App& app, RunOptions& options);
 
+// Collective over comm, after every rank parsed its command line into `app`: the ranks must train the
+// same run, so every option must read the same on every rank except those that may name per-node
+// places (kPerRankOptions; a file: schedule is compared by its file's bytes, not its path). Options
+// that differ (a different --max-steps or --batch in an MPMD launch, a wrapper script adding an option
+// on some nodes) hung the job in the first collective they shaped; now AgreedError(kMismatch) on every
+// rank, naming each differing option and this rank's value.
+inline constexpr const char* kPerRankOptions[] = {"--data", "--log", "--checkpoint", "--no-progress"};
+void agreeOnCommandLine(const CLI::App& app, MPI_Comm comm);
+
 struct RunResult {
   Evaluation final;
   double wallSeconds = 0;

@@ -406,6 +406,21 @@ void Trainer::resumeFromCheckpoint() {
     error = e.what();
   }
   agreeOrThrow(comm_, error, "loading the checkpoint");
+  // Every rank must find the same checkpoint (or none): with a --checkpoint directory on each node's own
+  // disk only rank 0's node holds LATEST, and the ranks took different paths from here (one resumed,
+  // the others started afresh): a hang with nothing printed.
+  const std::uint64_t found = have ? s.step + 1 : 0;  // 0: none
+  std::uint64_t lowest = 0, highest = 0;
+  MPI_Allreduce(&found, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm_);
+  MPI_Allreduce(&found, &highest, 1, MPI_UINT64_T, MPI_MAX, comm_);
+  if (lowest != highest) {
+    std::ostringstream os;
+    os << "adaprec: --resume: this rank finds " << (have ? "the checkpoint of step " + std::to_string(s.step) : "no checkpoint")
+       << " in " << config_.checkpointDir << ", other ranks find "
+       << (!have ? "one" : lowest == 0 ? "none" : "another step")
+       << ": every rank must see the same --checkpoint directory (a file system all nodes share)";
+    throw AgreedError(ErrorCode::kMismatch, os.str());
+  }
   if (!have) {
     if (rank_ == 0) std::fprintf(stderr, "no checkpoint in %s yet: starting from step 0\n", config_.checkpointDir.c_str());
     return;
@@ -575,7 +590,14 @@ void Trainer::printProgress(bool force) {
 }
 
 Evaluation Trainer::train(StepHook* hook) {
-  if (config_.resume) resumeFromCheckpoint();
+  if (config_.resume) {
+    resumeFromCheckpoint();
+  } else if (checkpoints_ && rank_ == 0 && std::filesystem::exists(config_.checkpointDir + "/LATEST")) {
+    // Said once, before the work: a run that should have been resumed replaces the earlier one's
+    // checkpoint at its first own.
+    std::fprintf(stderr, "adaprec-train: %s holds a checkpoint of an earlier run; this run (no --resume) starts "
+                         "from step 0 and replaces it at its first checkpoint\n", config_.checkpointDir.c_str());
+  }
   const std::uint64_t end = totalSteps();
   // Resumed from the checkpoint at the end of training: the run is complete and its log too (a second
   // final evaluation and a fresh controller summary with none of its decisions were appended before).

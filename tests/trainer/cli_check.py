@@ -11,6 +11,9 @@ Single-process runs (no mpirun; a singleton MPI job):
   * --format adaptive holds out exactly --val-images training images unless --holdout says otherwise;
     with --holdout-after-limit they come after --train-limit, and all images within it are trained on.
 Under `mpirun -np 2`:
+  * options that differ between ranks, a command line only one rank cannot use, --resume where the
+    ranks see different checkpoint directories: every rank stops with a line saying why, no hang;
+  * a fresh run into a directory holding another run's checkpoint replaces it (and says so);
   * swapping rank 0's and rank 1's checkpoint files is refused on resume, naming the file and the rank;
   * a rank file copied in from another run of the same command is refused ("different runs").
 Exit 0 when every case passes, 1 otherwise.
@@ -171,6 +174,53 @@ def check_checkpoints(train, mpirun, work):
     expect("the untouched checkpoint still resumes", rc == 0 and "resumed from" in out + err, f"exit {rc}:\n{out}{err}")
 
 
+def check_rank_agreement(train, mpirun, work):
+    """Ranks given different command lines, or seeing different checkpoint directories: every rank
+    stops with a line saying why. Each of these hung the job (a helper's hostile pass, 2026-12-05)."""
+    base = [train] + SMALL + ["--format", "fp32"]
+
+    def mpmd(first, second):
+        return run(mpirun + ["-np", "1"] + base + first + [":", "-np", "1"] + base + second)
+
+    rc, out, err = mpmd(["--max-steps", "8"], ["--max-steps", "4"])
+    text = out + err
+    expect("options that differ between ranks: every rank names them (no hang)",
+           rc != 0 and "(this rank: 8)" in text and "(this rank: 4)" in text
+           and text.count("the ranks were given different options: --max-steps") == 2, f"exit {rc}:\n{text}")
+    rc, out, err = mpmd([], ["--epochs", "0"])
+    text = out + err
+    expect("a command line only rank 1 cannot use stops every rank (no hang)",
+           rc != 0 and "--epochs: must be an integer >= 1" in text and "rank 1 could not use its command line" in text,
+           f"exit {rc}:\n{text}")
+    rc, out, err = mpmd(["--log", os.path.join(work, "a.jsonl")], ["--log", os.path.join(work, "b.jsonl")])
+    expect("per-rank options (--log) may differ", rc == 0, f"exit {rc}:\n{out}{err}")
+
+    # A checkpoint directory on each node's own disk: only rank 0's holds LATEST.
+    local = [os.path.join(work, f"node{r}") for r in (0, 1)]
+    for directory in local:
+        os.makedirs(directory)  # rank 0 creates the directory: on a shared file system, every rank's
+    steps = ["--max-steps", "4", "--checkpoint-every", "4"]
+    rc, out, err = mpmd(steps + ["--checkpoint", local[0]], steps + ["--checkpoint", local[1]])
+    if rc != 0:
+        expect("2-rank run with node-local checkpoint directories", False, f"exit {rc}:\n{out}{err}")
+        return
+    rc, out, err = mpmd(["--resume", "--checkpoint", local[0]], ["--resume", "--checkpoint", local[1]])
+    text = out + err
+    expect("--resume where the ranks see different checkpoint directories is refused on every rank (no hang)",
+           rc != 0 and text.count("every rank must see the same --checkpoint directory") == 2
+           and "resumed from" not in text, f"exit {rc}:\n{text}")
+
+    # A fresh 2-rank run into a directory holding a 1-rank checkpoint: its checkpoints were refused at
+    # the first one ("written by 1 ranks"), the training up to it lost.
+    reused = os.path.join(work, "reused")
+    rc, out, err = run(base + steps + ["--checkpoint", reused])
+    rc, out, err = run(mpirun + ["-np", "2"] + base + steps + ["--checkpoint", reused])
+    text = out + err
+    expect("a fresh run replaces an earlier run's checkpoint of another rank count, and says so",
+           rc == 0 and "holds a checkpoint of an earlier run" in text and len(rank_files(reused)) == 2,
+           f"exit {rc}:\n{text}")
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -180,6 +230,7 @@ def main():
         check_single(train)
         check_holdout(train, work)
         check_checkpoints(train, mpirun, work)
+        check_rank_agreement(train, mpirun, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} case(s) failed" if failures else "all cases passed", flush=True)

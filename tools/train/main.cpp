@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "adaprec/error.hpp"
@@ -40,20 +41,28 @@ int main(int argc, char** argv) {
   adaprec::trainer::RunOptions options;
   CLI::App app{"Data-parallel training with adaptive-precision gradient allreduce (AdaPrec)."};
   adaprec::trainer::addRunOptions(app, options);
+  std::optional<CLI::ParseError> parseError;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Every rank parsed the same arguments, so every rank leaves here; only rank 0 speaks.
-    int code = 0;
-    if (rank == 0) {
-      code = app.exit(e);
-    } else {
-      code = e.get_exit_code();
-    }
+    parseError = e;
+  }
+  // A rank whose command line cannot be used (--help included) stops every rank: its arguments may
+  // differ from the others' (an MPMD launch; a file: schedule missing on one node), and a rank that
+  // left alone hung the others in their first collective. The lowest such rank speaks.
+  int first = parseError ? rank : size;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first < size) {
+    int code = rank == first ? app.exit(*parseError) : 0;
+    MPI_Bcast(&code, 1, MPI_INT, first, MPI_COMM_WORLD);
+    if (rank == 0 && first != 0)
+      std::fprintf(stderr, "adaprec-train: rank %d could not use its command line (see its message); no rank "
+                           "starts\n", first);
     MPI_Finalize();
     return code;
   }
   try {
+    adaprec::trainer::agreeOnCommandLine(app, MPI_COMM_WORLD);
     adaprec::trainer::runTraining(options, MPI_COMM_WORLD);
   } catch (const adaprec::trainer::TrainingDiverged& e) {
     std::fprintf(stderr, "adaprec-train: %s\n", adaprec::messageForUsers(e).c_str());
