@@ -113,7 +113,9 @@ void writeCsv(const std::string& path, const std::vector<BenchRow>& rows) {
 
 std::string outputProblem(const std::string& path) {
   try {
-    std::ofstream out = openOutput(path, std::ios::app);  // creates it, keeps what it holds
+    // Emptied now: a sweep that does not finish (killed at a job's walltime) leaves an empty file, not an
+    // earlier run's rows that read as this run's (a cluster template's --json bench-JOB.json).
+    std::ofstream out = openOutput(path, std::ios::trunc);
     finishOutput(out, path);
   } catch (const Error& e) {
     return messageForUsers(e);

@@ -10,6 +10,7 @@ were not built, 1 when a case fails.
 import os
 import subprocess
 import sys
+import time
 
 failures = []
 
@@ -78,6 +79,24 @@ def main():
                          ["adaprec-bench: cannot write the results to standard output"])
         full_stdout_case("adaprec-codec-bench > /dev/full", [codec, "-n", "1000", "-r", "1", "-f", "fp16"],
                          ["adaprec-codec-bench: cannot write the results to standard output"])
+    # A sweep killed before its end (a job's walltime) left the previous run's JSON under this run's
+    # name; now the file is emptied before the sweep. Killed once it is empty (60 s at most).
+    stale = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"adaprec-bench-stale-{os.getpid()}.json")
+    with open(stale, "w") as f:
+        f.write('[{"size": 4, "algo": "an earlier run"}]\n')
+    proc = subprocess.Popen([bench, "--transport", "loopback", "--ranks", "2", "-b", "64M", "-e", "64M", "-n", "1000",
+                             "--formats", "fp32", "-J", stale],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while os.path.getsize(stale) > 0 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    ok = os.path.getsize(stale) == 0
+    os.remove(stale)
+    print(f"{'adaprec-bench killed mid-sweep leaves no earlier run in -J':60s} {'ok' if ok else 'FAIL'}", flush=True)
+    if not ok:
+        failures.append("stale -J file")
     case("adaprec-bench --ranks without --transport loopback", [bench, "--ranks", "7"], ["--transport loopback", "-np"])
     case("adaprec-codec-bench -f ''", [codec, "-n", "1000", "-f", ""], ["-f names no format"], code=2)
     case("adaprec-codec-bench -f bogus (exit 2)", [codec, "-n", "1000", "-f", "bogus"], ["bogus"], code=2)
