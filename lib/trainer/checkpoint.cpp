@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "adaprec/error.hpp"
+#include "trainer_collectives.hpp"
 
 namespace adaprec::trainer {
 namespace {
@@ -213,7 +214,7 @@ CheckpointDirectory::CheckpointDirectory(std::string dir, MPI_Comm comm) : dir_(
   std::error_code ec;
   if (rank_ == 0) std::filesystem::create_directories(dir_, ec);
   int ok = !ec;
-  MPI_Bcast(&ok, 1, MPI_INT, 0, comm_);
+  timedBroadcast(&ok, 1, MPI_INT, 0, comm_, "the checkpoint directory's creation");
   ADAPREC_CHECK(ok, ErrorCode::kIo, "cannot create checkpoint directory " << dir_);
 }
 
@@ -241,7 +242,7 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
     error = messageForUsers(e);
   }
   int failed = !error.empty(), anyFailed = 0;
-  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm_);
+  timedAllreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm_, "a checkpoint's agreement");
   ADAPREC_CHECK(!anyFailed, ErrorCode::kIo,
                 "checkpoint at step " << snapshot.step << " failed on some rank" << (failed ? ": " + error : ""));
   if (rank_ == 0) {
@@ -256,7 +257,7 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
   }
   // The marker too: every rank learns whether rank 0 could write it (no rank left in a barrier).
   failed = !error.empty();
-  MPI_Bcast(&failed, 1, MPI_INT, 0, comm_);
+  timedBroadcast(&failed, 1, MPI_INT, 0, comm_, "a checkpoint's agreement");
   ADAPREC_CHECK(!failed, ErrorCode::kIo,
                 "checkpoint at step " << snapshot.step << ": rank 0 " << (rank_ == 0 ? error : "could not write its marker"));
   std::error_code ignored;  // an old generation left behind costs space, not correctness

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include "trainer_collectives.hpp"
 
 namespace adaprec::trainer {
 namespace {
@@ -62,15 +63,17 @@ class TrainerSession final : public controller::SpeculativeTrainer {
   }
 
   double maxOverRanks(double value) override {
-    MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, trainer_.comm());
+    timedAllreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, trainer_.comm(), "the controller's agreement");
     return value;
   }
   void maxOverRanks(std::span<double> values) override {
-    MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, trainer_.comm());
+    timedAllreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX, trainer_.comm(),
+                   "the controller's agreement");
   }
   void agree(std::span<std::uint64_t> values) override {
     static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t));
-    MPI_Bcast(values.data(), static_cast<int>(values.size()), MPI_UNSIGNED_LONG_LONG, 0, trainer_.comm());
+    timedBroadcast(values.data(), static_cast<int>(values.size()), MPI_UNSIGNED_LONG_LONG, 0, trainer_.comm(),
+                   "the controller's agreement");
   }
   void checkConsistency() override { trainer_.checkConsistency(); }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "adaprec/error.hpp"
+#include "trainer_collectives.hpp"
 
 namespace adaprec::trainer {
 namespace {
@@ -25,8 +26,8 @@ class MpiReducer final : public GradientReducer {
     const double start = now();
     ADAPREC_CHECK(grads.size() <= static_cast<std::size_t>(INT32_MAX), ErrorCode::kUnsupported,
                   "MPI_Allreduce of " << grads.size() << " floats exceeds int count");
-    int rc = MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM, comm_);
-    ADAPREC_CHECK(rc == MPI_SUCCESS, ErrorCode::kTransport, "MPI_Allreduce failed with code " << rc);
+    timedAllreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM, comm_,
+                   "the gradient allreduce (--reducer mpi)");
     const float ranks = static_cast<float>(size_);
     for (float& g : grads) g /= ranks;
     s.seconds = now() - start;

@@ -12,6 +12,7 @@
 #include "adaprec/error.hpp"
 #ifdef ADAPREC_TRAINER_CONTROLLER
 #include "trainer/controller_adapter.hpp"
+#include "trainer_collectives.hpp"
 #endif
 
 namespace adaprec::trainer {
@@ -303,12 +304,14 @@ void agreeOnCommandLine(const CLI::App& app, MPI_Comm comm) {
   }
   high = low;
   int counts[2] = {static_cast<int>(low.size()), -static_cast<int>(low.size())};
-  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_MAX, comm);
+  timedAllreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_MAX, comm, "the command lines' agreement");
   ADAPREC_CHECK(counts[0] == -counts[1], ErrorCode::kMismatch,
                 "the ranks run adaprec-train builds with different option sets (" << -counts[1] << " to " << counts[0]
                                                                                   << " options)");
-  MPI_Allreduce(MPI_IN_PLACE, low.data(), static_cast<int>(low.size()), MPI_UINT64_T, MPI_MIN, comm);
-  MPI_Allreduce(MPI_IN_PLACE, high.data(), static_cast<int>(high.size()), MPI_UINT64_T, MPI_MAX, comm);
+  timedAllreduce(MPI_IN_PLACE, low.data(), static_cast<int>(low.size()), MPI_UINT64_T, MPI_MIN, comm,
+                 "the command lines' agreement");
+  timedAllreduce(MPI_IN_PLACE, high.data(), static_cast<int>(high.size()), MPI_UINT64_T, MPI_MAX, comm,
+                 "the command lines' agreement");
   std::string differing;
   for (std::size_t i = 0; i < options.size(); ++i) {
     if (low[i + 1] == high[i + 1]) continue;

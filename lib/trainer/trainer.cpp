@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "adaprec/error.hpp"
+#include "trainer_collectives.hpp"
 
 namespace adaprec::trainer {
 namespace {
@@ -32,7 +33,7 @@ std::uint64_t hashLogBytes(std::uint64_t hash, std::string_view bytes) { return 
 void agreeOrThrow(MPI_Comm comm, const std::string& localError, const std::string& what,
                   ErrorCode localCode = ErrorCode::kMalformedInput) {
   int failed = !localError.empty(), anyFailed = 0;
-  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm);
+  timedAllreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, comm, what.c_str());
   if (!anyFailed) return;
   if (failed) throw AgreedError(localCode, localError);  // already formatted: keep it as it was
   try {
@@ -87,7 +88,7 @@ Trainer::Trainer(TrainerConfig config, MPI_Comm comm, Dataset train, Dataset tes
     std::random_device device;
     runId_ = (static_cast<std::uint64_t>(device()) << 32) ^ device();
   }
-  MPI_Bcast(&runId_, 1, MPI_UINT64_T, 0, comm_);
+  timedBroadcast(&runId_, 1, MPI_UINT64_T, 0, comm_, "the run id's broadcast");
   images_.resize(static_cast<std::size_t>(config_.batch) * train_.pixelsPerImage());
   labels_.resize(static_cast<std::size_t>(config_.batch));
   startTime_ = progressTime_ = now();
@@ -143,7 +144,7 @@ void Trainer::tuneReduction() {
     // (sequential and overlap steps finish their reductions).
     const double local = tuner_->medianRatio();
     double sum = 0;
-    MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
+    timedAllreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_, "--reduction auto's decision");
     tuner_->decide(sum / size_);
     if (rank_ == 0)  // once, whatever --no-progress says (docs/trainer.md)
       std::fprintf(stderr,
@@ -292,7 +293,7 @@ Evaluation Trainer::evaluateOn(const Dataset& data, std::size_t maxSamples) {
     sums[1] += static_cast<double>(r.correct);
     sums[2] += static_cast<double>(count);
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm_);
+  timedAllreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, comm_, "an evaluation's sums");
   Evaluation e;
   e.images = static_cast<std::uint64_t>(sums[2]);
   e.loss = sums[0] / std::max(1.0, sums[2]);
@@ -311,8 +312,8 @@ std::uint64_t Trainer::stateHash() const {
 void Trainer::checkConsistency() {
   quiesce();
   std::uint64_t local = stateHash(), lo = 0, hi = 0;
-  MPI_Allreduce(&local, &lo, 1, MPI_UINT64_T, MPI_MIN, comm_);
-  MPI_Allreduce(&local, &hi, 1, MPI_UINT64_T, MPI_MAX, comm_);
+  timedAllreduce(&local, &lo, 1, MPI_UINT64_T, MPI_MIN, comm_, "the cross-rank weight-hash check");
+  timedAllreduce(&local, &hi, 1, MPI_UINT64_T, MPI_MAX, comm_, "the cross-rank weight-hash check");
   ADAPREC_CHECK(lo == hi, ErrorCode::kMismatch,
                 "ranks DIVERGED at step " << step_ << ": weight+momentum hash on rank " << rank_ << " is " << std::hex
                                          << local << ", ranks range from " << lo << " to " << hi);
@@ -411,8 +412,8 @@ void Trainer::resumeFromCheckpoint() {
   // the others started afresh): a hang with nothing printed.
   const std::uint64_t found = have ? s.step + 1 : 0;  // 0: none
   std::uint64_t lowest = 0, highest = 0;
-  MPI_Allreduce(&found, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm_);
-  MPI_Allreduce(&found, &highest, 1, MPI_UINT64_T, MPI_MAX, comm_);
+  timedAllreduce(&found, &lowest, 1, MPI_UINT64_T, MPI_MIN, comm_, "--resume's agreement");
+  timedAllreduce(&found, &highest, 1, MPI_UINT64_T, MPI_MAX, comm_, "--resume's agreement");
   if (lowest != highest) {
     std::ostringstream os;
     os << "adaprec: --resume: this rank finds " << (have ? "the checkpoint of step " + std::to_string(s.step) : "no checkpoint")
@@ -437,8 +438,8 @@ void Trainer::resumeFromCheckpoint() {
   }
   agreeOrThrow(comm_, error, "checking the checkpoint's rank", ErrorCode::kMismatch);
   std::uint64_t lowId = 0, highId = 0;
-  MPI_Allreduce(&s.runId, &lowId, 1, MPI_UINT64_T, MPI_MIN, comm_);
-  MPI_Allreduce(&s.runId, &highId, 1, MPI_UINT64_T, MPI_MAX, comm_);
+  timedAllreduce(&s.runId, &lowId, 1, MPI_UINT64_T, MPI_MIN, comm_, "--resume's agreement");
+  timedAllreduce(&s.runId, &highId, 1, MPI_UINT64_T, MPI_MAX, comm_, "--resume's agreement");
   if (lowId != highId) {
     std::ostringstream os;
     os << "adaprec: checkpoint files of step " << s.step << " in " << config_.checkpointDir
@@ -523,9 +524,9 @@ void Trainer::saveCheckpoint() {
 void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson) {
   quiesce();
   double loss[2] = {lossSum_, static_cast<double>(lossSteps_)};
-  MPI_Allreduce(MPI_IN_PLACE, loss, 2, MPI_DOUBLE, MPI_SUM, comm_);
+  timedAllreduce(MPI_IN_PLACE, loss, 2, MPI_DOUBLE, MPI_SUM, comm_, "a log record's sums");
   std::uint64_t bytes[2] = {wireBytes_, fp32Bytes_};
-  MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_UINT64_T, MPI_SUM, comm_);
+  timedAllreduce(MPI_IN_PLACE, bytes, 2, MPI_UINT64_T, MPI_SUM, comm_, "a log record's sums");
   lossSum_ = 0;
   lossSteps_ = 0;
   if (rank_ != 0) return;
