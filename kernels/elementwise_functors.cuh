@@ -42,6 +42,19 @@ struct UpdateResidual {
   }
 };
 
+// residual[i] = residualAfterSum(result[i], residual[i]): 0 where the allreduce's result is not finite.
+struct ForgetResidualsOfNonFiniteSums {
+  using Shared = NoShared;
+  const float* result;
+  float* residual;
+  std::size_t count;
+  template <class Ctx>
+  ADAPREC_HD void operator()(Ctx& ctx) const {
+    for (std::size_t i = globalThread(ctx); i < count; i += globalThreads(ctx))
+      residual[i] = detail::residualAfterSum(result[i], residual[i]);
+  }
+};
+
 // acc[i] += in[i] (saturatingAdd when `saturating`).
 struct AddInto {
   using Shared = NoShared;

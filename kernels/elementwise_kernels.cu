@@ -38,6 +38,10 @@ int launchAddInto(float* acc, const float* in, std::size_t count, bool saturatin
   return launch(count, AddInto{acc, in, count, saturating}, stream);
 }
 
+int launchForgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t count, void* stream) {
+  return launch(count, ForgetResidualsOfNonFiniteSums{result, residual, count}, stream);
+}
+
 int launchDivideBy(float* buf, std::size_t count, float divisor, void* stream) {
   return launch(count, DivideBy{buf, count, divisor}, stream);
 }

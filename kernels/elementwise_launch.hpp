@@ -10,6 +10,7 @@ int launchAddResidual(const float* src, const float* residual, float* out, std::
 int launchUpdateResidual(const float* withResidual, const float* decoded, float* residual, std::size_t count,
                          void* stream);
 int launchAddInto(float* acc, const float* in, std::size_t count, bool saturating, void* stream);
+int launchForgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t count, void* stream);
 int launchDivideBy(float* buf, std::size_t count, float divisor, void* stream);
 int launchCanonicalizeNans(float* buf, std::size_t count, void* stream);
 

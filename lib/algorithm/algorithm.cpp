@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "adaprec/codec.hpp"
+#include "adaprec/detail/scalar_convert.hpp"
 #include "adaprec/error.hpp"
 #include "algorithm/error_model.hpp"
 #include "transport/timeout.hpp"
@@ -109,6 +110,23 @@ const std::vector<std::vector<float>>& Residuals::slots() const {
     device_->synchronize();
   }
   return slots_;
+}
+
+void Residuals::forgetWhereResultNotFinite(const float* result, std::size_t count) {
+  if (device_ == nullptr) {
+    // Most calls have no non-finite result: one read pass, and the slots only when there is one.
+    std::size_t first = 0;
+    while (first < count && std::isfinite(result[first])) ++first;
+    if (first == count) return;
+    for (std::vector<float>& s : slots_) {
+      if (s.size() != count) continue;
+      for (std::size_t i = first; i < count; ++i) s[i] = residualAfterSum(result[i], s[i]);
+    }
+    return;
+  }
+  for (DeviceSlot& d : deviceSlots_) {
+    if (d.data && d.count == count) device_->forgetResidualsOfNonFiniteSums(result, d.data.get(), count);
+  }
 }
 
 void Residuals::useDevice(DeviceCodec* device) {

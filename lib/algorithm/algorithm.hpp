@@ -40,6 +40,10 @@ class Residuals {
     slots_ = std::move(slots);
     deviceSlots_.clear();  // uploaded again on next use
   }
+  // After a call whose result (`count` floats in the memory of the device set by useDevice) is not
+  // finite at some positions: every slot this key uses forgets its residual there
+  // (detail::residualAfterSum).
+  void forgetWhereResultNotFinite(const float* result, std::size_t count);
   // Where slot() keeps the residuals from now on: a device whose memory is not the host's (null or a
   // host one: host memory). The state moves along.
   void useDevice(DeviceCodec* device);

@@ -40,6 +40,9 @@ class DeviceCodec {
   virtual void decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc, std::size_t n) = 0;
   // acc[i] += in[i], or saturatingAdd (docs/formats.md) when `saturating`: hierarchical's node sum.
   virtual void add(float* acc, const float* in, std::size_t n, bool saturating) = 0;
+  // residual[i] = residualAfterSum(result[i], residual[i]) (detail/scalar_convert.hpp): error
+  // feedback forgets what it owed to a position whose sum is not finite.
+  virtual void forgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t n) = 0;
   // buf[i] /= divisor: the averaging.
   virtual void divide(float* buf, std::size_t n, float divisor) = 0;
   // buf[i] = canonicalNan(buf[i]) (detail/scalar_convert.hpp): recursive_doubling's ranks add NaNs in
@@ -80,6 +83,7 @@ class HostDeviceCodec final : public DeviceCodec {
   void decode(Format format, const std::byte* chunk, std::size_t bytes, float* dst, std::size_t n) override;
   void decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc, std::size_t n) override;
   void add(float* acc, const float* in, std::size_t n, bool saturating) override;
+  void forgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t n) override;
   void divide(float* buf, std::size_t n, float divisor) override;
   void canonicalizeNans(float* buf, std::size_t n) override;
   void* allocate(std::size_t bytes) override;

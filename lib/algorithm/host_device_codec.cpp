@@ -40,6 +40,10 @@ void HostDeviceCodec::add(float* acc, const float* in, std::size_t n, bool satur
   }
 }
 
+void HostDeviceCodec::forgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) residual[i] = residualAfterSum(result[i], residual[i]);
+}
+
 void HostDeviceCodec::divide(float* buf, std::size_t n, float divisor) {
   for (std::size_t i = 0; i < n; ++i) buf[i] /= divisor;
 }

@@ -544,6 +544,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(impl_->nodes);
   }
   detail::runAlgorithm(algorithm, ctx, recv, count);
+  if (residuals != nullptr) residuals->forgetWhereResultNotFinite(recv, count);
 
   finish(stats);
   return stats;

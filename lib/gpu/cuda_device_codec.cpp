@@ -69,6 +69,9 @@ class CudaDeviceCodec final : public DeviceCodec {
   void add(float* acc, const float* in, std::size_t n, bool saturating) override {
     check(kernels::launchAddInto(acc, in, n, saturating, stream_), "add");
   }
+  void forgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t n) override {
+    check(kernels::launchForgetResidualsOfNonFiniteSums(result, residual, n, stream_), "forgetResidualsOfNonFiniteSums");
+  }
   void divide(float* buf, std::size_t n, float divisor) override {
     check(kernels::launchDivideBy(buf, n, divisor, stream_), "divide");
   }

@@ -152,6 +152,14 @@ void CpuStandInDevice::add(float* acc, const float* in, std::size_t n, bool satu
   enqueue([=, this] { runElementwise(n, kernels::AddInto{real(acc), real(in), n, saturating}); });
 }
 
+void CpuStandInDevice::forgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t n) {
+  requireDevice(result, n * sizeof(float), "forgetResidualsOfNonFiniteSums result");
+  requireDevice(residual, n * sizeof(float), "forgetResidualsOfNonFiniteSums residual");
+  enqueue([=, this] {
+    runElementwise(n, kernels::ForgetResidualsOfNonFiniteSums{real(result), real(residual), n});
+  });
+}
+
 void CpuStandInDevice::divide(float* buf, std::size_t n, float divisor) {
   requireDevice(buf, n * sizeof(float), "divide buffer");
   enqueue([=, this] { runElementwise(n, kernels::DivideBy{real(buf), n, divisor}); });

@@ -41,6 +41,7 @@ class CpuStandInDevice final : public detail::DeviceCodec {
   void decode(Format format, const std::byte* chunk, std::size_t bytes, float* dst, std::size_t n) override;
   void decodeAdd(Format format, const std::byte* chunk, std::size_t bytes, float* acc, std::size_t n) override;
   void add(float* acc, const float* in, std::size_t n, bool saturating) override;
+  void forgetResidualsOfNonFiniteSums(const float* result, float* residual, std::size_t n) override;
   void divide(float* buf, std::size_t n, float divisor) override;
   void canonicalizeNans(float* buf, std::size_t n) override;
   void* allocate(std::size_t bytes) override;

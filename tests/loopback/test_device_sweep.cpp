@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -222,6 +224,81 @@ TEST_CASE("device error feedback matches the host path, residuals included", "[d
           REQUIRE(got.feedbackState[r] == host.feedbackState[r]);
         }
         REQUIRE(got.feedbackState[0].size() > 40);  // rank 0 quantized something: a non-empty state
+      }
+    }
+  }
+}
+
+// The residual slots of the one key in a saveErrorFeedback() state (layout in
+// lib/communicator/communicator.cpp): magic 8, version 4, keys 4, then key length 4, key, count 8,
+// algorithm 1, slots 4, and each slot's length 8 and floats.
+std::vector<std::vector<float>> onlyKeysSlots(const std::vector<std::byte>& state) {
+  std::size_t at = 0;
+  auto take = [&](int width) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(state.at(at++)) << (8 * i);
+    return v;
+  };
+  at = 12;
+  REQUIRE(take(4) == 1);  // one key
+  at += take(4) + 8 + 1;
+  std::vector<std::vector<float>> slots(take(4));
+  for (auto& slot : slots) {
+    slot.resize(take(8));
+    for (float& v : slot) v = std::bit_cast<float>(static_cast<std::uint32_t>(take(4)));
+  }
+  return slots;
+}
+
+TEST_CASE("device error feedback forgets the residuals of overflowed sums as the host does", "[device][ef]") {
+  // 40001 on every rank is finite alone in fp16 and fp8 and Inf once two are summed (recursive
+  // doubling's last round adds in fp32, so its sum must overflow at the first): every rank's residual
+  // there must be reset after the call (ForgetResidualsOfNonFiniteSums on the stand-in's stream), as the
+  // host path does; the next call and the saved state must match the host's bit for bit.
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRecursiveDoubling,
+                              Algorithm::kHierarchical}) {
+    for (const char* spec : {"fp16+ef", "fp8+ef"}) {
+      const int p = 4;
+      const std::size_t count = 3001;
+      INFO(algorithmName(algorithm) << " " << spec);
+      std::vector<std::vector<float>> inputs, later;
+      for (int r = 0; r < p; ++r) {
+        inputs.push_back(makeInput(r, count, false));
+        for (std::size_t i : {std::size_t{0}, std::size_t{1500}, count - 1}) inputs.back()[i] = 40001.0f;
+        later.push_back(makeInput(r, count, false, kSeed + 5));
+      }
+      AllreduceOptions opt;
+      opt.format = parseFormatSpec(spec);
+      opt.algorithm = algorithm;
+      opt.key = "grad";
+      DeviceRunOptions run = onStandIn();
+      run.repetitions = 2;
+      run.laterInputs = &later;
+      const std::vector<AllreduceOptions> options(p, opt);
+      const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
+      const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, options, run);
+      REQUIRE_FALSE(got.anyError());
+      REQUIRE_FALSE(host.anyError());
+      const std::string differs = firstDifference(got, host);
+      INFO("device vs host: " << differs);
+      REQUIRE(differs.empty());
+      for (int r = 0; r < p; ++r) REQUIRE(got.feedbackState[r] == host.feedbackState[r]);
+      // Right after the overflowing call alone, no rank keeps a residual at those positions.
+      run.repetitions = 1;
+      const DeviceOutcome once = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
+      REQUIRE_FALSE(once.anyError());
+      for (int r = 0; r < p; ++r) {
+        const auto slots = onlyKeysSlots(once.feedbackState[r]);
+        REQUIRE_FALSE(slots.empty());
+        for (const auto& slot : slots) {
+          if (slot.empty()) continue;
+          REQUIRE(slot.size() == count);
+          for (std::size_t i : {std::size_t{0}, std::size_t{1500}, count - 1}) {
+            INFO("rank " << r << " position " << i);
+            REQUIRE(std::isinf(once.outputs[r][i]));
+            REQUIRE(slot[i] == 0.0f);
+          }
+        }
       }
     }
   }

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "adaprec/codec.hpp"
+#include "adaprec/detail/scalar_convert.hpp"
 #include "engine_check.hpp"
 #include "loopback_run.hpp"
 
@@ -382,6 +383,48 @@ TEST_CASE("a non-finite value or an overflow costs error feedback one call, not 
         if (step == 1) CHECK(errorSeen <= 2 * errorFresh + 1e-6 * count);
       }
       for (int r = 1; r < p; ++r) CHECK(std::memcmp(poisoned[r].data(), poisoned[0].data(), poisoned[0].size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("a sum that overflows leaves no residual behind on any rank", "[engine]") {
+  // Every rank sends 30001 at three positions: finite alone in fp16 and fp8 (each rank's own encode
+  // keeps its rounding error as a residual), Inf once summed over 3 ranks. The next call's result at
+  // those positions must be what a communicator that never saw the overflow gives, bit for bit (the
+  // formats are element-wise, so a position depends on its own residuals only): before, the ranks kept
+  // the error they owed to the unused Inf, and fp8+ef's next DDP gradient was 1280 where it was 1.25.
+  const int p = 3;
+  const std::size_t count = 9000;
+  const std::size_t positions[] = {11, 4500, 8999};
+  for (Algorithm algorithm : kCompressed) {
+    for (const char* spec : {"fp16+ef", "fp8+ef"}) {
+      INFO(algorithmName(algorithm) << " " << spec);
+      AllreduceOptions opt = optionsFor(spec, algorithm);
+      opt.key = "w";
+      std::vector<std::vector<float>> seenResult(p), freshResult(p);
+      std::vector<float> overflowed(p * std::size(positions));
+      LoopbackGroup group(p, 1);
+      runLoopback(group, [&](int rank, std::shared_ptr<Transport> t) {
+        Communicator seen(t), fresh(t);
+        std::vector<float> big = makeInput(rank, count, false, kSeed + 7);
+        for (std::size_t i : positions) big[i] = 30001.0f;
+        seen.allreduce(big.data(), count, opt);
+        for (std::size_t k = 0; k < std::size(positions); ++k) overflowed[rank * std::size(positions) + k] = big[positions[k]];
+        std::vector<float> a = makeInput(rank, count, false, kSeed + 31), b = a;
+        seen.allreduce(a.data(), count, opt);
+        fresh.allreduce(b.data(), count, opt);
+        seenResult[rank] = a;
+        freshResult[rank] = b;
+      });
+      for (float v : overflowed) REQUIRE(std::isinf(v));
+      for (int r = 0; r < p; ++r) {
+        for (std::size_t i : positions) {
+          INFO("rank " << r << " position " << i << ": " << seenResult[r][i] << " after the overflow, "
+                       << freshResult[r][i] << " on a fresh communicator");
+          REQUIRE(std::isfinite(seenResult[r][i]));
+          REQUIRE(detail::floatBits(seenResult[r][i]) == detail::floatBits(freshResult[r][i]));
+        }
+      }
     }
   }
 }

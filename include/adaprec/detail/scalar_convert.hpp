@@ -118,6 +118,18 @@ ADAPREC_HD float feedbackResidual(float withResidual, float decoded) {
   return bitsFloat(floatBits(r) & kF32AbsMask) > limit ? bitsFloat((floatBits(r) & ~kF32AbsMask) | floatBits(limit)) : r;
 }
 
+// A residual after its allreduce: 0 where the call's result at that position is not finite (an
+// overflowed sum: fp16/fp8 values of the ranks finite alone but not together, a Table-N chunk decoded
+// as NaN), else unchanged. The rank whose own value overflowed has a residual of 0 already
+// (feedbackResidual); the others' encodes were finite and kept their error, which then entered the
+// next call as an error from a sum nobody used: with a loss scale of 40000, fp8+ef made the next
+// step's gradient 1280 where it was 1.25 (a GradScaler skips the overflowed step and lowers its
+// scale, so the residual was also in the old scale's units). The results are bit-identical on every
+// rank, so every rank forgets the same positions.
+ADAPREC_HD float residualAfterSum(float result, float residual) {
+  return (floatBits(result) & kF32AbsMask) < kF32InfBits ? residual : 0.0f;
+}
+
 // Any NaN (either sign, any payload) as the default quiet NaN 0x7fc00000; other values unchanged.
 // Which NaN an addition of two NaNs returns depends on the operand order (x86 keeps the first):
 // algorithms whose ranks add in different orders make them canonical to stay bit-identical.
