@@ -72,7 +72,7 @@ def main():
                         nn.Linear(args.hidden, 10))
     model = nn.parallel.DistributedDataParallel(net)
     hook_state = adaprec.torch.HookState(format="fp32", algo=args.algo)
-    model.register_comm_hook(hook_state, adaprec.torch.hook)
+    hook_state.register(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.steps)
 

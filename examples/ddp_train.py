@@ -74,7 +74,7 @@ def main():
     state = None
     if args.hook == "adaprec":
         state = adaprec.torch.HookState(format=args.format, algo=args.algo)
-        model.register_comm_hook(state, adaprec.torch.hook)  # the one line
+        state.register(model)  # the one line: model.register_comm_hook(state, adaprec.torch.hook)
     elif args.hook == "torch-fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)

@@ -4,7 +4,7 @@
     import adaprec.torch
     adaprec.torch.init_process_group()                    # gloo, rank/size from MPI
     model = torch.nn.parallel.DistributedDataParallel(net)
-    model.register_comm_hook(adaprec.torch.HookState(format="fp8s+ef"), adaprec.torch.hook)
+    adaprec.torch.HookState(format="fp8s+ef").register(model)  # = model.register_comm_hook(state, hook)
 
 Each gradient bucket is summed through AdaPrec over MPI (not through gloo or nccl) in the bucket's
 format and averaged. CUDA buckets (a library built with CUDA) are reduced in device memory, ordered on
@@ -12,7 +12,9 @@ the CUDA stream that was current when DDP handed the bucket over; the process gr
 DDP's nccl (init_process_group("nccl"), one GPU per rank: torch.cuda.set_device first), which DDP
 still uses for its own broadcasts while the hook replaces its allreduce. Error feedback ("+ef") keeps one residual per bucket element; DDP regroups parameters into
 new buckets after its first iteration (the bucket rebuild), so residuals are keyed by the bucket's
-parameters and moved, parameter by parameter, into the new layout when the grouping changes.
+parameters and moved, parameter by parameter, into the new layout when the grouping changes. A
+parameter is known by its identity while it lives (a weak reference): the residuals of a model that
+is gone are dropped, never handed to a new model whose parameters got the same id().
 """
 
 import atexit
@@ -105,12 +107,20 @@ class HookState:
     backward() (or whatever waits for the bucket) with its AdaPrec class and message.
     background: run the allreduces on one worker thread, so that they overlap with the rest of the
     backward pass as DDP's own gloo allreduce does (needs MPI_THREAD_MULTIPLE, mpi4py's default;
-    otherwise, or with background=False, the hook reduces before it returns)."""
+    otherwise, or with background=False, the hook reduces before it returns).
+    process_group: the group DDP was given (DistributedDataParallel(process_group=...); None: the
+    default group). DDP does not tell a hook its group, and the hook sums over `comm`: the first bucket
+    checks that both have the same size, else backward() raises ValueError on every rank (a hook over
+    COMM_WORLD under DDP on a subgroup averaged the gradients of every group into each, silently).
+    Use a state for one model at a time; a new model (a fold, a trial) gets a new state, though the
+    residuals of a model that is gone are dropped either way."""
 
-    def __init__(self, format="fp8s", algo="auto", comm=None, check=True, background=True):
+    def __init__(self, format="fp8s", algo="auto", comm=None, check=True, background=True, process_group=None):
         from mpi4py import MPI
 
         self.communicator = adaprec.Communicator(comm)
+        self.process_group = process_group
+        self._group_checked = False
         self.format = format
         self.algo = algo
         self.check = check
@@ -122,8 +132,11 @@ class HookState:
         self.migrations = 0    # layouts whose parameters brought residuals from an earlier layout
         self._keys = {}        # tuple of parameter ids -> key
         self._places = {}      # parameter id -> (key, offset, numel) in the latest layout
+        self._refs = {}        # parameter id -> weak reference to that parameter (ids are reused)
+        self._feedback_keys = set()  # keys that may hold residuals
         self._next_key = 0
         self._queue = None
+        self._thread = None
         if background and MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
             # One thread makes every AdaPrec call, in the order DDP hands over the buckets (the same
             # on every rank), so the collectives match; ctypes releases the GIL during each call.
@@ -135,12 +148,21 @@ class HookState:
 
     def close(self, wait=None):
         """Stops the worker thread (after the buckets already handed over); with `wait` (seconds),
-        waits that long at most for it to end."""
+        waits that long at most for it to end. A close without `wait` still has its thread joined at
+        the interpreter's exit (it used to forget the thread, which could then still be inside torch
+        when Python ended it: "terminate called without an active exception", now and then)."""
         if self._queue is not None:
             self._queue.put(None)
             self._queue = None
-            if wait is not None:
-                self._thread.join(wait)
+        if wait is not None and self._thread is not None:
+            self._thread.join(wait)
+
+    def register(self, model):
+        """model.register_comm_hook(self, hook), with the process group DDP was given recorded for the
+        first bucket's size check (process_group above); returns model."""
+        self.process_group = model.process_group
+        model.register_comm_hook(self, hook)
+        return model
 
     def format_for(self, bucket):
         if callable(self.format):
@@ -154,22 +176,45 @@ class HookState:
         return self._key_for_layout(_Layout(bucket))
 
     def _key_for_layout(self, layout):
+        if any(self._refs.get(i, _alive)() is None for i in layout.signature):
+            self._forget_dead_parameters()
         key = self._keys.get(layout.signature)
         if key is not None:
             return key
         key = f"ddp-bucket-{self._next_key}"
         self._next_key += 1
         self._keys[layout.signature] = key
+        self._feedback_keys.add(key)
         self._move_residuals(key, layout)
-        for identity, offset, numel in zip(layout.signature, layout.offsets, layout.numels):
+        for identity, offset, numel, parameter in zip(layout.signature, layout.offsets, layout.numels,
+                                                      layout.parameters):
             self._places[identity] = (key, offset, numel)
-        # Layouts none of whose parameters live there any more are dropped with their residuals.
-        live = {place[0] for place in self._places.values()}
-        for old_signature, old_key in list(self._keys.items()):
-            if old_key not in live:
-                del self._keys[old_signature]
-                self.communicator.reset_feedback(old_key)
+            self._refs[identity] = weakref.ref(parameter)
+        self._drop_unused_keys()
         return key
+
+    def _forget_dead_parameters(self):
+        """Parameters that no longer exist (their model was dropped) lose their places, and layouts
+        with one of them are forgotten: their ids may now name a new model's parameters, which would
+        otherwise inherit the old residuals (a HookState kept across k-fold folds fed each fold's
+        first steps the previous fold's residuals)."""
+        dead = {i for i, ref in self._refs.items() if ref() is None}
+        for identity in dead:
+            del self._refs[identity]
+            self._places.pop(identity, None)
+        for signature in [s for s in self._keys if any(i in dead for i in s)]:
+            del self._keys[signature]
+        self._drop_unused_keys()
+
+    def _drop_unused_keys(self):
+        """Residuals of keys where no live parameter has its place any more are released."""
+        live = {place[0] for place in self._places.values()}
+        for signature, key in list(self._keys.items()):
+            if key not in live:
+                del self._keys[signature]
+        for key in self._feedback_keys - live:
+            self._feedback_keys.discard(key)
+            self.communicator.reset_feedback(key)
 
     def _move_residuals(self, key, layout):
         import numpy
@@ -200,13 +245,19 @@ class HookState:
         exception that choosing one raised: this rank then takes part in the agreement round as
         invalid (the others raise PeerInvalidError) and raises it. stream: a CUDA bucket's stream
         (the hook's current one: the worker thread has its own)."""
+        key = None
+        if not isinstance(spec, Exception):
+            try:
+                self._check_group()
+                key = self._key_for_layout(layout) if layout is not None else None
+            except Exception as e:  # noqa: BLE001 - this rank alone may fail: told to the others below
+                spec = e
         if isinstance(spec, Exception):
             try:
                 self.communicator.allreduce(buffer, format=None, algo=self.algo, check=self.check)
             except (TypeError, ValueError):  # format=None or the buffer itself: told to the others
                 pass
             raise spec
-        key = self._key_for_layout(layout) if layout is not None else None
         stats = self.communicator.allreduce(buffer, format=spec, algo=self.algo, average=True, key=key,
                                             check=self.check, stream=stream)
         self.calls += 1
@@ -214,6 +265,17 @@ class HookState:
         self.fp32_bytes += stats.fp32_bytes
         self.seconds += stats.total_seconds
         self.algorithms[stats.algorithm] = self.algorithms.get(stats.algorithm, 0) + 1
+
+    def _check_group(self):
+        if self._group_checked:
+            return
+        group_size = dist.get_world_size(self.process_group) if dist.is_initialized() else None
+        if group_size is not None and group_size != self.communicator.size:
+            raise ValueError(f"adaprec.torch.HookState: DDP's process group has {group_size} ranks but the hook's "
+                             f"communicator {self.communicator.size}: the hook would average over other ranks "
+                             f"than DDP's; pass HookState(comm=...) an MPI communicator of DDP's ranks and "
+                             f"process_group= the group DDP was given")
+        self._group_checked = True
 
     def _work(self, jobs):  # its own reference: close() drops self._queue
         while True:
@@ -255,11 +317,16 @@ def _complete(future, reduce, buffer):
         future.set_result(buffer)
 
 
+def _alive():  # a weak reference's stand-in for a parameter not seen before
+    return True
+
+
 class _Layout:
     """What the reducing thread needs to know about a bucket's parameters (read in the hook)."""
 
     def __init__(self, bucket):
         parameters = bucket.parameters()
+        self.parameters = parameters  # alive until the layout is used, so their ids stay theirs
         self.signature = tuple(id(p) for p in parameters)
         self.numels = [p.numel() for p in parameters]
         self.offsets = _offsets(bucket)

@@ -8,11 +8,25 @@
 3. Error-feedback residuals survive DDP's bucket rebuild: the model registers its layers in another
    order than it uses them, so the rebuilt buckets group and order the parameters differently; each
    parameter's residuals must reappear unchanged at its new place.
+4. Errors in the hook reach backward() with their class and message on every rank; 5. sparse
+   gradients are refused.
+6. A state kept across folds (a new model each) gives each fold's first step the gradients a fresh
+   state gives: the residuals of a model that is gone never reach a new one whose parameters got
+   the same id() (CPython reuses the freed memory, and the hook keyed residuals by id).
+7. DDP on a process subgroup: a state registered with register(model) over COMM_WORLD is refused on
+   every rank (it averaged over every group, silently); one over an MPI communicator of DDP's ranks
+   gives DDP's own gradients.
+8. fp8+ef after a sum that overflows: the next step's gradient is exact again (the ranks whose own
+   encode was finite kept their residual, and the next gradient was 1280 where it was 1.25).
+9. close() without a wait still has its worker thread joined by the exit handler.
 """
 
+import copy
 import faulthandler
+import gc
 import hashlib
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -188,6 +202,86 @@ def main():
         check(False, f"sparse gradients: {type(e).__name__}: {e}")
     state.close()
     world.Barrier()
+
+    # 6. A state reused for a new model per fold.
+    state = adaprec_torch.HookState(format="fp8s+ef", algo="twoshot", background=False)
+    reused_ids = 0
+    for fold in range(6):
+        torch.manual_seed(fold)
+        net = Net()  # made first after the collection: it takes the memory the last fold's model freed
+        reused_ids += sum(id(p) in state._places for p in net.parameters())
+        fresh = adaprec_torch.HookState(format="fp8s+ef", algo="twoshot", background=False)
+        twins = [torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.02) for m in (net, copy.deepcopy(net))]
+        state.register(twins[0])
+        fresh.register(twins[1])
+        for step, (x, y) in enumerate(batches()):
+            for model in twins if step == 0 else twins[:1]:
+                model.zero_grad()
+                (100.0 * nn.functional.cross_entropy(model(x), y)).backward()
+            if step == 0:
+                equal = all(torch.equal(a.grad, b.grad) for a, b in zip(twins[0].parameters(), twins[1].parameters()))
+                check(equal, f"fold {fold}: the reused state's first gradients differ from a fresh state's")
+            if step == 3:
+                break
+        del twins, net, fresh, model
+        gc.collect()
+    if rank == 0:
+        print(f"a state kept over 6 folds: first gradients equal a fresh state's ({reused_ids} parameters "
+              f"had an id of an earlier fold's)")
+
+    # 7. DDP on a process subgroup (one group per rank at np 2, two of two at np 4).
+    half = max(1, size // 2)
+    groups = [torch.distributed.new_group(list(range(g * half, (g + 1) * half))) for g in range(size // half)]
+    group = groups[rank // half]
+    subcomm = world.Split(rank // half, rank)
+    for comm, refused in ((None, True), (subcomm, False)):
+        torch.manual_seed(0)
+        plain = torch.nn.parallel.DistributedDataParallel(Net(), process_group=group)
+        torch.manual_seed(0)
+        hooked = torch.nn.parallel.DistributedDataParallel(Net(), process_group=group)
+        state = adaprec_torch.HookState(format="fp32", algo="twoshot", comm=comm)
+        state.register(hooked)
+        x, y = next(batches())
+        try:
+            for model in (plain, hooked):
+                nn.functional.cross_entropy(model(x), y).backward()
+            check(not refused, "a hook over COMM_WORLD under DDP on a subgroup was not refused")
+            check(all(torch.allclose(a.grad, b.grad, rtol=0, atol=1e-6)
+                      for a, b in zip(plain.parameters(), hooked.parameters())),
+                  "a hook over DDP's ranks gives other gradients than DDP's own")
+        except ValueError as e:
+            check(refused and "process group has" in str(e), f"subgroup: {e}")
+        state.close()
+        world.Barrier()
+    subcomm.Free()
+
+    # 8. fp8+ef after an overflowed sum (rank 0 sends 40000, rank 1 60000: finite alone in fp8).
+    one = nn.Linear(4, 1, bias=False)
+    one.weight.data.zero_()
+    model = torch.nn.parallel.DistributedDataParallel(one)
+    state = adaprec_torch.HookState(format="fp8+ef", algo="twoshot")
+    state.register(model)
+    for step, scale in enumerate((40000.0, 1.0, 1.0)):
+        model.zero_grad()
+        (scale * model(torch.full((1, 4), 1.0 + 0.5 * (rank % 2))).sum()).backward()
+        grad = one.weight.grad.flatten()
+        if step == 0:
+            check(bool(torch.isinf(grad).all()), f"fp8+ef: the overflowing step gave {grad.tolist()}")
+        else:
+            expected = sum(1.0 + 0.5 * (r % 2) for r in range(size)) / size
+            check(torch.equal(grad, torch.full_like(grad, expected)),
+                  f"fp8+ef step {step} after an overflow: gradient {grad.tolist()}, expected {expected}")
+    state.close()
+
+    # 9. close() without a wait while the worker is busy (a bucket that takes 0.5 s), then the exit
+    #    handler: it must join the thread (it did nothing once close() had run).
+    state = adaprec_torch.HookState(format="fp32")
+    if state._thread is not None:
+        state._reduce = lambda *job: time.sleep(0.5)
+        state._queue.put((torch.futures.Future(), None, None, None, None))
+        state.close()
+        adaprec_torch._close_hook_states()
+        check(not state._thread.is_alive(), "close() without a wait left a thread the exit handler did not join")
 
     everyone = world.allgather(failures)
     if rank == 0:
