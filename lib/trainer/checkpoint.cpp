@@ -262,6 +262,22 @@ void CheckpointDirectory::save(const TrainerSnapshot& snapshot) {
                 "checkpoint at step " << snapshot.step << ": rank 0 " << (rank_ == 0 ? error : "could not write its marker"));
   std::error_code ignored;  // an old generation left behind costs space, not correctness
   if (previous && *previous != snapshot.step) std::filesystem::remove(rankFile(*previous, rank_), ignored);
+  removeStaleTemporaries();
+}
+
+void CheckpointDirectory::removeStaleTemporaries() const {
+  // This rank's write just completed, so a temporary of its name pattern is a run's that was killed
+  // while writing (each one a whole checkpoint: left alone, they piled up over restarts).
+  const std::string suffix = ".rank-" + std::to_string(rank_) + ".ckpt.tmp";
+  std::vector<std::filesystem::path> stale;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      stale.push_back(it->path());
+  }
+  for (const auto& path : stale) std::filesystem::remove(path, ec);
 }
 
 std::optional<std::uint64_t> CheckpointDirectory::latestStep() const {

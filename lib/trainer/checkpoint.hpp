@@ -59,7 +59,7 @@ class CheckpointDirectory {
   CheckpointDirectory(std::string dir, MPI_Comm comm);
   // Collective: every rank writes its snapshot for snapshot.step. A failure on any rank (a file, or
   // rank 0's LATEST marker) throws Error(kIo) on every rank, after all of them have learnt of it.
-  void save(const TrainerSnapshot& snapshot);
+  void save(const TrainerSnapshot& snapshot);  // also removes this rank's temporaries of killed writes
   // The step LATEST points to, or none when the directory holds no checkpoint yet.
   std::optional<std::uint64_t> latestStep() const;
   // This rank's snapshot of the latest generation; throws (kIo / kMalformedInput) naming the file.
@@ -67,6 +67,7 @@ class CheckpointDirectory {
   std::string rankFile(std::uint64_t step, int rank) const;
 
  private:
+  void removeStaleTemporaries() const;
   std::string dir_;
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

@@ -218,9 +218,18 @@ def main():
         resumes.append(step)
         if not 0 < resumes[0] < resumes[1] < total:
             fail(f"the kills did not fall inside the run: LATEST steps {resumes}")
+        # What a kill during a write leaves (each rank's temporary of a checkpoint it never renamed): the
+        # next checkpoint of the rank removes them (they piled up over restarts); another file stays.
+        leftovers = [os.path.join(dir_, f"step-{step + 1:010d}.rank-{r}.ckpt.tmp") for r in range(RANKS)]
+        keep = os.path.join(dir_, "notes.tmp")
+        for path in leftovers + [keep]:
+            with open(path, "wb") as f:
+                f.write(b"half a checkpoint")
         final = subprocess.run(command + ["--resume"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if final.returncode != 0 or f"resumed from {dir_} at step {step}\n" not in final.stdout:
             fail(f"the final resume failed or did not start at step {step}:\n{final.stdout[-3000:]}")
+        if any(os.path.exists(path) for path in leftovers) or not os.path.exists(keep):
+            fail(f"temporaries of killed writes left behind, or another file removed: {sorted(os.listdir(dir_))}")
 
         if check_latest(dir_) != total:
             fail(f"the resumed run's last checkpoint is not step {total}")
