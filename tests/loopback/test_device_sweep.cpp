@@ -187,6 +187,28 @@ TEST_CASE("device runs with the threaded launcher match the host path", "[device
       checkDeviceRun(algorithm, format, 3, 1000, algorithm == Algorithm::kRing, 4, algorithm == Algorithm::kTwoShot);
 }
 
+namespace {
+
+// Runs `inputs` on the stand-in and on the host path: no error on either, the same results and the
+// same error-feedback state on every rank, bit for bit. Returns the device's outcome.
+DeviceOutcome requireDeviceMatchesHost(const std::vector<std::vector<float>>& inputs,
+                                       const std::vector<AllreduceOptions>& options, const DeviceRunOptions& run) {
+  const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
+  const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, options, run);
+  REQUIRE_FALSE(got.anyError());
+  REQUIRE_FALSE(host.anyError());
+  const std::string differs = firstDifference(got, host);
+  INFO("device vs host: " << differs);
+  REQUIRE(differs.empty());
+  for (std::size_t r = 0; r < inputs.size(); ++r) {
+    INFO("rank " << r);
+    REQUIRE(got.feedbackState[r] == host.feedbackState[r]);
+  }
+  return got;
+}
+
+}  // namespace
+
 TEST_CASE("device error feedback matches the host path, residuals included", "[device][ef]") {
   for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kRabenseifner,
                               Algorithm::kRecursiveDoubling, Algorithm::kHierarchical}) {
@@ -211,23 +233,14 @@ TEST_CASE("device error feedback matches the host path, residuals included", "[d
         run.outOfPlace = p == 4;
         DirectCounts counts;
         if (p == 6) takeDeviceMemory(run, counts, p);  // residuals with messages in device memory too
-        const std::vector<AllreduceOptions> options(p, opt);
-        const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
-        const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, options, run);
-        REQUIRE_FALSE(got.anyError());
-        REQUIRE_FALSE(host.anyError());
-        const std::string differs = firstDifference(got, host);
-        INFO("device vs host: " << differs);
-        REQUIRE(differs.empty());
-        for (int r = 0; r < p; ++r) {
-          INFO("rank " << r);
-          REQUIRE(got.feedbackState[r] == host.feedbackState[r]);
-        }
+        const DeviceOutcome got = requireDeviceMatchesHost(inputs, std::vector<AllreduceOptions>(p, opt), run);
         REQUIRE(got.feedbackState[0].size() > 40);  // rank 0 quantized something: a non-empty state
       }
     }
   }
 }
+
+namespace {
 
 // The residual slots of the one key in a saveErrorFeedback() state (layout in
 // lib/communicator/communicator.cpp): magic 8, version 4, keys 4, then key length 4, key, count 8,
@@ -249,6 +262,8 @@ std::vector<std::vector<float>> onlyKeysSlots(const std::vector<std::byte>& stat
   }
   return slots;
 }
+
+}  // namespace
 
 TEST_CASE("device error feedback forgets the residuals of overflowed sums as the host does", "[device][ef]") {
   // 40001 on every rank is finite alone in fp16 and fp8 and Inf once two are summed (recursive
@@ -275,14 +290,7 @@ TEST_CASE("device error feedback forgets the residuals of overflowed sums as the
       run.repetitions = 2;
       run.laterInputs = &later;
       const std::vector<AllreduceOptions> options(p, opt);
-      const DeviceOutcome got = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
-      const DeviceOutcome host = runHostAllreduce(kRanksPerNode, inputs, options, run);
-      REQUIRE_FALSE(got.anyError());
-      REQUIRE_FALSE(host.anyError());
-      const std::string differs = firstDifference(got, host);
-      INFO("device vs host: " << differs);
-      REQUIRE(differs.empty());
-      for (int r = 0; r < p; ++r) REQUIRE(got.feedbackState[r] == host.feedbackState[r]);
+      requireDeviceMatchesHost(inputs, options, run);
       // Right after the overflowing call alone, no rank keeps a residual at those positions.
       run.repetitions = 1;
       const DeviceOutcome once = runDeviceAllreduce(kRanksPerNode, inputs, options, run);
