@@ -7,6 +7,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "adaprec/error.hpp"
 #include "model.hpp"
@@ -27,6 +30,76 @@ double approxNormalQuantile(double p) {
   const double t = std::sqrt(-2.0 * std::log(q));
   const double z = t - (2.515517 + t * (0.802853 + t * 0.010328)) / (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308)));
   return p < 0.5 ? -z : z;
+}
+
+// Simpson panels (two cells) of a CDF F on [lo, hi], refined where F is steep: recalibrated()'s map can
+// put nearly all the mass into one of 40 cells over the components' span (a Beta that sharpens, a span
+// widened by a far component of little weight) while heavy tails keep a share of the variance far out,
+// so no single uniform grid resolves both. A panel whose cells rise by more than kSteepRise is split
+// into kSubCells cells per cell, recursively up to kMaxDepth (40 * 8^4 cells across the span): each
+// refinement costs kSubCells - 1 evaluations of F per cell, and the rises above kSteepRise sum to at
+// most 1, so a level refines at most 2 / kSteepRise cells.
+struct CdfPanel {
+  double y0, h;            // first node and cell width
+  std::array<double, 3> F;  // F at y0, y0 + h, y0 + 2h
+};
+constexpr double kSteepRise = 0.1;
+constexpr int kSubCells = 8;
+constexpr int kMaxDepth = 4;
+
+// fill(y0, h, out) writes F at y0 + i h into out.
+template <class Fill>
+void collectCdfPanels(double lo, double h, std::span<const double> F, int depth, const Fill& fill,
+                      std::vector<CdfPanel>& out) {
+  for (std::size_t i = 0; i + 2 < F.size(); i += 2) {
+    const bool steep = std::max(F[i + 1] - F[i], F[i + 2] - F[i + 1]) > kSteepRise;
+    if (!steep || depth == kMaxDepth) {
+      out.push_back({lo + static_cast<double>(i) * h, h, {F[i], F[i + 1], F[i + 2]}});
+      continue;
+    }
+    for (std::size_t c = i; c < i + 2; ++c) {
+      std::array<double, kSubCells + 1> sub{};
+      const double y0 = lo + static_cast<double>(c) * h, subH = h / kSubCells;
+      fill(y0, subH, std::span<double>(sub));
+      sub.front() = F[c];  // the parent's nodes: the panels meet exactly
+      sub.back() = F[c + 1];
+      collectCdfPanels(y0, subH, std::span<const double>(sub), depth + 1, fill, out);
+    }
+  }
+}
+
+// Mean and sd of a distribution on [lo, hi] from its CDF's panels: E[Y] = lo + int (1 - F), and the
+// variance as int 2 (m - y) F over y < m plus int 2 (y - m) (1 - F) over y > m (no cancellation of
+// E[Y^2] against E[Y]^2, which lost the sd of a narrow distribution far from 0). Simpson per panel is
+// the exact integral of F's quadratic through the panel's nodes times a line; the panel holding m,
+// where the variance's integrand has a kink, integrates that same quadratic on each side of m exactly
+// (two Gauss-Legendre nodes per side).
+std::array<double, 2> momentsFromCdfPanels(double lo, const std::vector<CdfPanel>& panels) {
+  double mean = lo;
+  for (const CdfPanel& p : panels) mean += p.h / 3.0 * ((1 - p.F[0]) + 4 * (1 - p.F[1]) + (1 - p.F[2]));
+  const auto varianceTerm = [mean](double y, double F) {
+    return y < mean ? 2 * (mean - y) * F : 2 * (y - mean) * (1 - F);
+  };
+  double variance = 0;
+  for (const CdfPanel& p : panels) {
+    const double y2 = p.y0 + 2 * p.h;
+    if (p.y0 < mean && mean < y2) {
+      const auto quadratic = [&p](double y) {  // Lagrange through (y0, F0), (y0 + h, F1), (y0 + 2h, F2)
+        const double t = (y - p.y0) / p.h;
+        return p.F[0] * (t - 1) * (t - 2) / 2 - p.F[1] * t * (t - 2) + p.F[2] * t * (t - 1) / 2;
+      };
+      const double node = 0.5 / std::sqrt(3.0);
+      for (const auto& [from, to] : {std::pair{p.y0, mean}, std::pair{mean, y2}}) {
+        const double mid = 0.5 * (from + to), width = to - from;
+        for (double y : {mid - node * width, mid + node * width}) variance += 0.5 * width * varianceTerm(y, quadratic(y));
+      }
+      continue;
+    }
+    double sum = 0;
+    for (int j = 0; j < 3; ++j) sum += (j == 1 ? 4.0 : 1.0) * varianceTerm(p.y0 + j * p.h, p.F[j]);
+    variance += p.h / 3.0 * sum;
+  }
+  return {mean, std::sqrt(std::max(variance, 0.0))};
 }
 
 // P(lo <= Z <= hi) computed on the side of the distribution where it does not cancel.
@@ -228,14 +301,12 @@ Predictive Predictive::recalibrated(double a, double b) const {
   out.mapA_ = a;
   out.mapB_ = b;
   if (degenerate_ || !out.mapped()) return out;
-  // Moments from the CDF G over [lo, hi], every component's mean +- kFarZ sd clipped to [0, 1] (beyond
-  // it each Phi is 0 or 1 to double precision, so G is too): E[Y] = lo + int_lo^hi (1 - G), E[Y^2] =
-  // lo^2 + int_lo^hi 2y (1 - G); Simpson's rule on 40 cells (G is smooth there: a Beta CDF of a
-  // truncated normal mixture's), 41 CDF evaluations of the mixture (to ~1e-4 where a component of weight
-  // ~0.1 is narrower than a cell; to 1e-5 when none is). (Finding [lo, hi] as the mapped
-  // 1e-9 and 1 - 1e-9 quantiles instead, each a Newton search with bisection in the mixture, cost more
-  // than the integral: with 64 cells there, the map made a schedule-aware fit + 5 predictions 1.8x
-  // slower.)
+  // Moments from the mapped CDF B(G) over [lo, hi], every component's mean +- kFarZ sd clipped to
+  // [0, 1] (beyond it each Phi is 0 or 1 to double precision, so G is too): Simpson on 40 cells, 41
+  // evaluations of the mixture's CDF, with steep panels refined (collectCdfPanels: 40 cells over the
+  // span gave an sd of 0.0038 where it was 0.0088, or 0, in a hostile pass). (Finding [lo, hi] as the
+  // mapped 1e-9 and 1 - 1e-9 quantiles instead, each a Newton search with bisection in the mixture,
+  // cost more than the integral.)
   double lo = 1, hi = 0;
   for (std::size_t k = 0; k < weights_.size(); ++k) {
     if (!(weights_[k] > 0)) continue;
@@ -244,22 +315,18 @@ Predictive Predictive::recalibrated(double a, double b) const {
   }
   lo = std::clamp(lo, 0.0, 1.0);
   hi = std::clamp(hi, lo, 1.0);
+  const auto mappedCdfGrid = [&](double y0, double h, std::span<double> values) {
+    mixtureCdfGrid(y0, h, values);
+    for (double& v : values) v = detail::betaCdf(v, a, b);
+  };
   constexpr int kCells = 40;
-  const double h = (hi - lo) / kCells;
-  std::array<double, kCells + 1> mixture{};
-  mixtureCdfGrid(lo, h, mixture);
-  double m1 = 0, m2 = 0;
-  for (int i = 0; i <= kCells; ++i) {
-    const double y = lo + i * h;
-    const double weight = (i == 0 || i == kCells) ? 1.0 : (i % 2 ? 4.0 : 2.0);
-    const double survival = 1.0 - detail::betaCdf(mixture[i], a, b);
-    m1 += weight * survival;
-    m2 += weight * 2.0 * y * survival;
-  }
-  m1 = lo + m1 * h / 3.0;
-  m2 = lo * lo + m2 * h / 3.0;
+  std::array<double, kCells + 1> grid{};
+  mappedCdfGrid(lo, (hi - lo) / kCells, grid);
+  std::vector<CdfPanel> panels;
+  collectCdfPanels(lo, (hi - lo) / kCells, std::span<const double>(grid), 0, mappedCdfGrid, panels);
+  const auto [m1, sd] = momentsFromCdfPanels(lo, panels);
   out.mean_ = std::clamp(m1, 0.0, 1.0);
-  out.sd_ = std::sqrt(std::max(m2 - out.mean_ * out.mean_, 0.0));
+  out.sd_ = sd;
   return out;
 }
 

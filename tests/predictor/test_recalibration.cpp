@@ -107,6 +107,28 @@ TEST_CASE("mapped moments hold for wide components on both sides of [0, 1]", "[p
   CHECK(q.sd() == Approx(std::sqrt(m2 - m1 * m1)).margin(1e-5));
 }
 
+TEST_CASE("mapped moments resolve a narrow bulk inside a wide span", "[predictor][recalibration]") {
+  // Most of the mass within 0.001 of 0.32, components of little weight stretching the span to
+  // [0, 0.44], so one of 40 cells over it holds the bulk; the map sharpens further. Mean and sd
+  // against E[Y] = int (1 - F), E[Y^2] = int 2y (1 - F) on 200000 cells (a hostile pass: 40 cells
+  // gave sd 0.0038 where it was 0.0088, and 0 where it was 0.002).
+  const ap::Predictive p({0.95, 0.03, 0.02}, {0.32, 0.35, 0.05}, {0.001, 0.01, 0.02});
+  for (const auto& [a, b] : std::vector<std::pair<double, double>>{{1, 1}, {3, 3}, {0.7, 1.4}, {6, 2}}) {
+    const ap::Predictive q = p.recalibrated(a, b);
+    constexpr int kCells = 200000;
+    double m1 = 0, m2 = 0;
+    for (int i = 0; i < kCells; ++i) {
+      const double y = (i + 0.5) / kCells, survival = 1 - q.cdf(y);
+      m1 += survival / kCells;
+      m2 += 2 * y * survival / kCells;
+    }
+    const double sd = std::sqrt(m2 - m1 * m1);
+    INFO("a " << a << " b " << b << " mean " << q.mean() << " vs " << m1 << ", sd " << q.sd() << " vs " << sd);
+    CHECK(q.mean() == Approx(m1).margin(2e-5));
+    CHECK(q.sd() == Approx(sd).epsilon(0.02));
+  }
+}
+
 TEST_CASE("Recalibration interpolates in log fraction and is the identity at 1", "[predictor][recalibration]") {
   ap::Recalibration r;
   r.fractions = {0.1, 0.4};
