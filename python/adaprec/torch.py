@@ -569,14 +569,30 @@ def _median(values):
     return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
 
 
-class TrainingState:
-    """Everything a speculative branch changes, kept in memory: model parameters and buffers, optimizer
-    state, LR scheduler state, the RNGs (torch, numpy, python, CUDA when present), the hook's
-    error-feedback residuals (and its bucket-to-key map), and the step counter."""
+def _training_flags(model):
+    """Every submodule's train/eval flag (module.training), in modules() order."""
+    return [(m, m.training) for m in model.modules()]
 
-    def __init__(self, step, model, optimizer, scheduler, rng, residuals, hook_layout):
+
+def _set_training_flags(flags):
+    for module, training in flags:
+        module.training = training
+
+
+class TrainingState:
+    """Everything a speculative branch changes, kept in memory: model parameters and buffers (the
+    non-persistent ones too, in buffers), the parameters' .grad (grads; None where none), every
+    submodule's train/eval flag (training), optimizer state, LR scheduler state, the RNGs (torch,
+    numpy, python, CUDA when present), the hook's error-feedback residuals (and its bucket-to-key
+    map), and the step counter."""
+
+    def __init__(self, step, model, optimizer, scheduler, rng, residuals, hook_layout, buffers=None,
+                 grads=None, training=None):
         self.step = step
         self.model = model
+        self.buffers = buffers
+        self.grads = grads
+        self.training = training
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.rng = rng
@@ -602,8 +618,11 @@ class AdaptivePrecision:
 
     train_step(step): one optimizer step (forward, backward, optimizer.step(), scheduler.step()) on the
     batch of global step `step`: draw the batch from the step number, so that every branch of a phase
-    sees the same batches. evaluate(): validation accuracy in [0, 1], the same number on every rank (a
-    fixed held-out set). lr_schedule, optional: the learning-rate schedule over the driver's steps,
+    sees the same batches. evaluate(): validation accuracy in [0, 1] (a fixed held-out set); the driver
+    uses the ranks' mean (the value itself where all ranks return the same number, a sharded
+    evaluation's accuracy where the shards are equal), raises the same error on every rank when one
+    rank's value is not a number in [0, 1], and puts back the modules' train/eval flags after it.
+    lr_schedule, optional: the learning-rate schedule over the driver's steps,
     passed to the controller at every phase (the rates from the phase's start to total_steps), whose
     predictor then fits the schedule-aware learning-curve model when they are not constant: a spec
     string in adaprec's forms (schedule_rates(), relative to the peak), a callable step -> rate, or
@@ -722,8 +741,7 @@ class AdaptivePrecision:
                 return self._skip_phase(start, base, left[0], probed)
         if not at_base:
             self.restore(base)
-        base_accuracy = float(self.evaluate())
-        at_base = True
+        base_accuracy = self._evaluate()
         ends = {}
         for candidate in order:
             if self.prune and not self.controller.should_speculate(candidate):
@@ -734,8 +752,9 @@ class AdaptivePrecision:
                 self._apply(candidate, reset_feedback=False)  # the probe's residuals are the branch's
                 step, seconds = state.step, list(seconds)
             else:
-                if not at_base:
-                    self.restore(base)
+                # Always: evaluate() (or a branch before) may have drawn from the RNGs or changed state,
+                # and every branch must start from the same one.
+                self.restore(base)
                 self._apply(candidate)
                 step, seconds = start, []
             points = [(start, base_accuracy)]
@@ -743,13 +762,12 @@ class AdaptivePrecision:
                 until = start + self.speculative_steps * k // self.eval_points
                 seconds += self._train(step, until)
                 step = max(step, until)
-                points.append((step, float(self.evaluate())))
+                points.append((step, self._evaluate()))
             # The slowest rank sets a synchronous step's pace; the median drops one-off costs.
             per_step = self._set_step_samples(candidate, seconds)
             for p, (at, accuracy) in enumerate(points):
                 self.controller.report(candidate, at, accuracy, per_step if p > 0 else 0.0)
             ends[candidate] = self.snapshot(step)
-            at_base = False
         decision = self.controller.decide()
         choice, continuation = self._agree(decision["candidate"], decision["continuation_steps"])
         record = self.controller.record()
@@ -860,6 +878,49 @@ class AdaptivePrecision:
         self.step_seconds[candidate] = _median(samples)
         return self.step_seconds[candidate]
 
+    def _evaluate(self):
+        """evaluate() as every rank's decisions see it: the ranks' values gathered, checked (a number in
+        [0, 1] on every rank, else the same error everywhere) and combined: the value when all ranks
+        return the same one, else their mean in rank order (a sharded evaluation's accuracy when the
+        shards are equal). The submodules' train/eval flags are put back afterwards."""
+        import math
+
+        import torch.distributed as dist
+
+        flags = _training_flags(self.model)
+        status, value, raised = 0.0, float("nan"), None  # status 0: a number, 1: float() failed, 2: raised
+        try:
+            result = self.evaluate()
+            try:
+                value = float(result)
+            except (TypeError, ValueError, RuntimeError):
+                status = 1.0
+        except Exception as error:  # raised on this rank only: the others must not wait for it
+            status, raised = 2.0, error
+        finally:
+            _set_training_flags(flags)
+        pairs = [(status, value)]
+        if dist.is_initialized():
+            mine = torch.tensor([status, value], dtype=torch.float64, device=_process_group_device())
+            gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+            dist.all_gather(gathered, mine)
+            pairs = [(float(t[0]), float(t[1])) for t in gathered]
+        failed = [r for r, (st, _) in enumerate(pairs) if st == 2]
+        if failed:
+            if raised is not None:
+                raise raised
+            raise adaprec.PeerInvalidError(f"adaprec: evaluate() raised on rank(s) {failed}")
+        bad = [f"rank {r} returned " + ("a value float() rejects" if st == 1 else repr(v))
+               for r, (st, v) in enumerate(pairs) if st == 1 or not 0.0 <= v <= 1.0]  # NaN fails too
+        if bad:
+            raise adaprec.InvalidArgumentError(
+                "adaprec: evaluate() must return an accuracy in [0, 1] on every rank: " + ", ".join(bad[:4])
+                + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else ""))
+        values = [v for _, v in pairs]
+        if all(v == values[0] for v in values):
+            return values[0]  # exactly, where a mean of equal values could round
+        return math.fsum(values) / len(values)
+
     def _agree(self, choice, continuation):
         import torch.distributed as dist
 
@@ -870,6 +931,36 @@ class AdaptivePrecision:
         return int(t[0]), int(t[1])
 
     # ---- state -------------------------------------------------------------------------------------
+    def _load_optimizer(self, saved):
+        """optimizer.load_state_dict(saved) keeping the optimizer's param_groups list, its group dicts,
+        its state dict and each parameter's state dict (load_state_dict makes new ones): a loop that
+        holds a group (g = optimizer.param_groups[0]; g["lr"] = ...) must keep steering the optimizer."""
+        import copy
+
+        optimizer = self.optimizer
+        group_list, groups = optimizer.param_groups, list(optimizer.param_groups)
+        per_param = optimizer.state
+        entries = dict(per_param)
+        # load_state_dict may keep the given tensors: hand over copies so the snapshot stays intact.
+        optimizer.load_state_dict(copy.deepcopy(saved))
+        for old, new in zip(groups, optimizer.param_groups):
+            if old is not new:
+                old.clear()
+                old.update(new)  # new["params"] is old's list already
+        group_list[:] = groups
+        optimizer.param_groups = group_list
+        loaded = optimizer.state
+        if loaded is not per_param:
+            per_param.clear()
+            for p, entry in loaded.items():
+                kept = entries.get(p)
+                if kept is not None and kept is not entry:
+                    kept.clear()
+                    kept.update(entry)
+                    entry = kept
+                per_param[p] = entry
+            optimizer.state = per_param
+
     def snapshot(self, step=0):
         """The whole training state at `step` (copies: later training does not change it)."""
         import copy
@@ -887,29 +978,49 @@ class AdaptivePrecision:
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         hook = self.hook_state
+        model = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         state = TrainingState(
             step,
-            {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            model,
             copy.deepcopy(self.optimizer.state_dict()),
             _copied_state(self.scheduler.state_dict()) if self.scheduler is not None else None,
             rng,
             hook.communicator.save_feedback(),
-            (dict(hook._keys), dict(hook._places), hook._next_key, hook.format))
+            (dict(hook._keys), dict(hook._places), hook._next_key, hook.format),
+            # non-persistent buffers: state_dict() leaves them out
+            {k: v.detach().clone() for k, v in self.model.named_buffers() if k not in model},
+            # a loop that accumulates gradients over steps carries them across a phase's start
+            [None if p.grad is None else p.grad.detach().clone() for p in self.model.parameters()],
+            _training_flags(self.model))
         self.snapshot_seconds += time.perf_counter() - t0
         self.snapshots += 1
         return state
 
     def restore(self, state):
         """Back to `state` exactly: a later restore of the same state gives the same training."""
-        import copy
         import random
         import time
 
         t0 = time.perf_counter()
         with torch.no_grad():
             self.model.load_state_dict(state.model)
-        # load_state_dict may keep the given tensors: hand over copies so the snapshot stays intact.
-        self.optimizer.load_state_dict(copy.deepcopy(state.optimizer))
+            buffers = dict(self.model.named_buffers())
+            for name, saved in (state.buffers or {}).items():
+                now = buffers.get(name)
+                if now is not None and now.shape == saved.shape and now.dtype == saved.dtype:
+                    now.copy_(saved)  # in place: DDP and the module keep references to it
+                else:
+                    owner, _, leaf = name.rpartition(".")
+                    setattr(self.model.get_submodule(owner), leaf, saved.clone())
+            for p, saved in zip(self.model.parameters(), state.grads or []):
+                if saved is None:
+                    p.grad = None
+                elif p.grad is not None and p.grad.shape == saved.shape and p.grad.dtype == saved.dtype:
+                    p.grad.copy_(saved)  # in place: DDP's gradient_as_bucket_view grads are bucket views
+                else:
+                    p.grad = saved.clone()
+        _set_training_flags(state.training or [])
+        self._load_optimizer(state.optimizer)
         if self.scheduler is not None:
             self.scheduler.load_state_dict(_copied_state(state.scheduler))
         torch.set_rng_state(state.rng["torch"])

@@ -15,8 +15,12 @@
 4. A whole adaptive run (3 candidates, fixed phases, lr_schedule="scheduler"): every rank takes the same
    decisions, ends with bit-identical parameters, and the decision records have adaprec-train's fields
    and say the predictor used the schedule ("lr_schedule": "points:N").
+5. Hostile loops (each case failed with its fix taken out): an evaluate() that draws from the RNG or
+   leaves eval mode on, a param group held by the loop, gradients accumulated over steps, a
+   non-persistent buffer, evaluate() values that differ by rank or are invalid on one rank.
 """
 
+import contextlib
 import ctypes
 import faulthandler
 import hashlib
@@ -338,6 +342,232 @@ def stand_in_checks():
         controller.close()
 
 
+def rng_digest():
+    return hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+
+
+def grads_digest(model):
+    return hashlib.sha256(b"".join(b"none" if p.grad is None else p.grad.numpy().tobytes()
+                                   for p in model.parameters())).hexdigest()[:16]
+
+
+def phase_driver(model, optimizer, state, train_step, evaluate, scheduler=None, **kwargs):
+    """One phase at step 0 (continuation 100), every candidate speculated."""
+    settings = dict(total_steps=8, candidates=["fp32", "fp16", "table2+ef"], speculative_steps=4, eval_points=2,
+                    continuation_steps=100, max_overhead=1, prune=False)
+    settings.update(kwargs)
+    return adaprec_torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate, scheduler=scheduler,
+                                           **settings)
+
+
+def branch_start_checks():
+    """Every branch of a phase starts from the phase's state. An evaluate() that draws from the torch RNG
+    (a DataLoader draws its base seed) used to leave the first branch (run right after the phase's base
+    evaluation, without a restore) with another RNG state than the later ones: its dropout masks, and so
+    its result, depended on the branch order."""
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    starts = []
+
+    def traced(step):
+        if step == 0:
+            starts.append((state.format, rng_digest(), digest_of(model)))
+        train_step(step)
+
+    def drawing_evaluate():
+        torch.rand(1)
+        return evaluate()
+
+    driver = phase_driver(model, optimizer, state, traced, drawing_evaluate, scheduler)
+    for step in driver.steps():
+        traced(step)
+    check([f for f, *_ in starts] == ["fp32", "fp16", "table2+ef"], f"branches run: {starts}")
+    check(len({tuple(s[1:]) for s in starts}) == 1, f"branches started from different states (rng, params): {starts}")
+    state.close()
+
+
+def train_mode_checks():
+    """module.training is part of the state: an evaluate() that calls model.eval() and does not switch
+    back (the loop calls model.train() once, before it) left every later step in eval mode (dropout off)."""
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    modes = []
+
+    def traced(step):
+        modes.append((step, state.format, all(m.training for m in model.modules())))
+        train_step(step)
+
+    def leaves_eval_mode():
+        model.eval()
+        with torch.no_grad():
+            return (model(VALIDATION).argmax(1) == (VALIDATION @ TEACHER).argmax(1)).float().mean().item()
+
+    driver = phase_driver(model, optimizer, state, traced, leaves_eval_mode, scheduler, total_steps=10)
+    for step in driver.steps():
+        traced(step)
+    check(len(modes) == 3 * 4 + 6 and all(t for *_, t in modes),
+          f"steps in eval mode after evaluate(): {[(s, f) for s, f, t in modes if not t]}")
+    snap = driver.snapshot(10)
+    model.eval()
+    driver.restore(snap)
+    check(all(m.training for m in model.modules()), "restore() did not bring back module.training")
+    state.close()
+
+
+def optimizer_reference_checks():
+    """restore() keeps the optimizer's own objects: load_state_dict made new param-group dicts, so a loop
+    that sets its rates through a group it holds (g = optimizer.param_groups[0]; g["lr"] = ...) no
+    longer reached the optimizer after a phase."""
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    driver = phase_driver(model, optimizer, state, train_step, evaluate, scheduler)
+    for step in range(3):
+        train_step(step)
+    first = next(iter(model.parameters()))
+    held = (optimizer.param_groups, optimizer.param_groups[0], optimizer.state, optimizer.state[first])
+    snap = driver.snapshot(3)
+    for step in range(3, 6):
+        train_step(step)
+    driver.restore(snap)
+    now = (optimizer.param_groups, optimizer.param_groups[0], optimizer.state, optimizer.state[first])
+    check(all(a is b for a, b in zip(held, now)),
+          "restore() replaced the optimizer's param_groups list, a group dict, its state or a parameter's state")
+    states_equal(driver.snapshot(3), snap, "optimizer restored in place")
+    state.close()
+
+    def manual_lr_run(adaptive):
+        model, state, optimizer, scheduler, _, evaluate = setup()
+        group = optimizer.param_groups[0]
+
+        def train_step(step):
+            group["lr"] = 0.1 * 0.8 ** step
+            x, y = batch(step)
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+        steps = range(16)
+        if adaptive:  # fp32 alone: the phases must leave exactly a plain run
+            steps = phase_driver(model, optimizer, state, train_step, evaluate, total_steps=16,
+                                 candidates=["fp32"], continuation_steps=6).steps()
+        for step in steps:
+            train_step(step)
+        state.close()
+        return digest_of(model)
+
+    check(manual_lr_run(False) == manual_lr_run(True),
+          "a manual rate set through a held param group: the fp32-only adaptive run differs from a plain one")
+
+
+def grad_and_buffer_checks():
+    """Parameters' .grad and non-persistent buffers (not in state_dict) are part of the state: a loop that
+    accumulates gradients over steps started a branch with the previous branch's gradients."""
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    model.module.register_buffer("seen", torch.zeros(3), persistent=False)
+    seen = model.module.seen
+    driver = phase_driver(model, optimizer, state, train_step, evaluate, scheduler)
+    for step in range(2):
+        train_step(step)
+    snap = driver.snapshot(2)
+    grads = grads_digest(model)
+    seen += 1
+    for p in model.parameters():
+        p.grad.mul_(3)
+    first = next(iter(model.parameters()))
+    first.grad = None
+    driver.restore(snap)
+    check(torch.equal(model.module.seen, torch.zeros(3)) and model.module.seen is seen,
+          "restore() did not bring back a non-persistent buffer in place")
+    check(grads_digest(model) == grads, "restore() did not bring back the parameters' .grad")
+    optimizer.zero_grad(set_to_none=True)
+    empty = driver.snapshot(2)
+    train_step(2)
+    driver.restore(empty)
+    check(all(p.grad is None for p in model.parameters()), "restore() of a state without .grad left gradients")
+    state.close()
+
+    # Two micro-batches per update (no_sync on the first); a branch of 5 steps ends between the two.
+    model, state, optimizer, scheduler, _, evaluate = setup()
+    starts = []
+
+    def accumulating(step):
+        if step == 0:
+            starts.append((state.format, grads_digest(model)))
+        x, y = batch(step)
+        with model.no_sync() if step % 2 == 0 else contextlib.nullcontext():
+            nn.functional.cross_entropy(model(x), y).backward()
+        if step % 2 == 1:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    driver = phase_driver(model, optimizer, state, accumulating, evaluate, speculative_steps=5, eval_points=1,
+                          total_steps=9)
+    for step in driver.steps():
+        accumulating(step)
+    check(len(starts) == 3 and len({g for _, g in starts}) == 1, f"branches started with other gradients: {starts}")
+    state.close()
+
+
+def evaluate_agreement_checks():
+    """The ranks decide on the same accuracies: evaluate() values that differ between ranks (a sharded
+    evaluation) are averaged, in rank order, on every rank. Each rank used its own: with pruning the
+    ranks then ran different branches and hung."""
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    given = []
+
+    def sharded():
+        value = evaluate() / (1 + rank)
+        given.append(value)
+        return value
+
+    driver = phase_driver(model, optimizer, state, train_step, sharded, scheduler, candidates=["fp32", "fp16"])
+    for step in driver.steps():
+        train_step(step)
+    curves = {c["name"]: [a for _, a in c["curve"]] for c in driver.records[0]["candidates"]}
+    every = world.allgather(curves)
+    check(all(c == every[0] for c in every), f"ranks decided on different accuracies: {every}")
+    means = [math.fsum(values) / size for values in zip(*world.allgather(given))]  # base, fp32 x2, fp16 x2
+    expected = {"fp32": means[0:3], "fp16": [means[0]] + means[3:5]}
+    check(all(math.isclose(a, b, rel_tol=1e-12) for name in expected for a, b in zip(curves[name], expected[name]))
+          and len(curves["fp16"]) == 3, f"accuracies {curves} are not the ranks' means {expected}")
+    state.close()
+
+    # An invalid value on one rank: the same error on every rank (a rank whose evaluate() raised gets
+    # its own exception back, the others PeerInvalidError). The bad rank alone used to raise, the others
+    # waited for it forever: without the agreement this part hangs (the shorter watchdog below).
+    faulthandler.dump_traceback_later(60, exit=True)
+    last = size - 1
+    for bad, expected_error in ((float("nan"), "rank {last} returned nan"), (None, "rank {last} returned a value float() rejects"),
+                                (150.0, "rank {last} returned 150.0"), ("raise", None)):
+        model, state, optimizer, scheduler, train_step, evaluate = setup()
+        calls = [0]
+
+        def failing():
+            calls[0] += 1
+            if rank == last and calls[0] == 2:  # the first branch's point
+                if bad == "raise":
+                    raise KeyError("no validation set")
+                return bad
+            return evaluate()
+
+        driver = phase_driver(model, optimizer, state, train_step, failing, scheduler, candidates=["fp32", "fp16"],
+                              speculative_steps=2, eval_points=1)
+        error = None
+        try:
+            for step in driver.steps():
+                train_step(step)
+        except Exception as e:  # noqa: BLE001 - compared below
+            error = e
+        state.close()
+        if bad == "raise":
+            ok = isinstance(error, KeyError) if rank == last else (
+                isinstance(error, adaprec.PeerInvalidError) and f"raised on rank(s) [{last}]" in str(error))
+        else:
+            ok = isinstance(error, adaprec.InvalidArgumentError) and expected_error.format(last=last) in str(error)
+        check(ok, f"evaluate() returned {bad!r} on rank {last}: {type(error).__name__}: {error}")
+        if bad != "raise":
+            messages = world.allgather(str(error))
+            check(len(set(messages)) == 1, f"ranks raised different errors: {messages}")
+    faulthandler.dump_traceback_later(240, exit=True)
+
+
 def main():
     faulthandler.dump_traceback_later(240, exit=True)
     adaprec_torch.init_process_group()
@@ -348,6 +578,11 @@ def main():
     adaptive_run()
     pruned_runs()
     stand_in_checks()
+    branch_start_checks()
+    train_mode_checks()
+    optimizer_reference_checks()
+    grad_and_buffer_checks()
+    evaluate_agreement_checks()
     all_failures = world.allgather(failures)
     flat = [f for fs in all_failures for f in fs]
     if rank == 0:
