@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <fstream>
 #include <numbers>
@@ -57,6 +58,10 @@ std::string trimmed(const std::string& text) {
 }
 }  // namespace
 
+// The areas are scaled by the peak's power of two (scaledAreas): a subnormal peak has none that
+// scales them back to finite numbers, and the fit failed later with an internal error.
+constexpr const char* kSubnormalPeak = "the largest lr must be at least 2.2e-308 (a normal double); only the rates' ratios matter";
+
 #define ADAPREC_SCHEDULE_CHECK(condition, what) \
   ADAPREC_CHECK_ARG(condition, "lr schedule '" << spec << "': " << what)
 
@@ -91,6 +96,7 @@ LrSchedule LrSchedule::parse(const std::string& spec) {
     }
     ADAPREC_SCHEDULE_CHECK(!s.steps_.empty(), path << " has no 'step,lr' rows");
     ADAPREC_SCHEDULE_CHECK(*std::max_element(s.lrs_.begin(), s.lrs_.end()) > 0, path << ": every lr is 0");
+    ADAPREC_SCHEDULE_CHECK(s.peak() >= std::numeric_limits<double>::min(), path << ": " << kSubnormalPeak);
     return s;
   }
   const std::vector<std::string> fields = split(spec, ':');
@@ -147,6 +153,7 @@ LrSchedule LrSchedule::fromPoints(const std::vector<double>& steps, const std::v
     s.lrs_.push_back(lrs[i]);
   }
   ADAPREC_SCHEDULE_CHECK(s.peak() > 0, "every lr is 0");
+  ADAPREC_SCHEDULE_CHECK(s.peak() >= std::numeric_limits<double>::min(), kSubnormalPeak);
   return s;
 }
 
@@ -183,6 +190,7 @@ double LrSchedule::lrAt(double step) const {
 
 bool LrSchedule::neverAnneals() const {
   if (kind_ == Kind::kConstant) return true;
+  if (kind_ == Kind::kStep) return gamma_ == 1.0;  // step:1:... multiplies by 1: constant
   if (kind_ != Kind::kFile) return false;
   for (std::size_t i = 1; i < lrs_.size(); ++i) {
     if (lrs_[i] < lrs_[i - 1]) return false;

@@ -60,7 +60,19 @@ TEST_CASE("lr schedule: every form gives the documented rate") {
   CHECK_FALSE(file.neverAnneals());
   std::remove(path.c_str());
   CHECK(ap::LrSchedule::parse("constant").neverAnneals());
+  CHECK(ap::LrSchedule::parse("step:1:10,20").neverAnneals());  // multiplied by 1: constant, no map
+  CHECK_FALSE(ap::LrSchedule::parse("step:0.5:10").neverAnneals());
   CHECK_FALSE(cosine.neverAnneals());
+}
+
+TEST_CASE("lr schedule: a subnormal peak is refused up front") {
+  // Only ratios matter, but a peak below double's normal range leaves the areas no scale; the fit
+  // then failed with an internal error (a hostile pass through AdaPrec_ControllerSetLearningRates).
+  CHECK_THROWS_WITH(ap::LrSchedule::fromPoints({0, 10}, {1e-310, 5e-311}), Catch::Contains("normal double"));
+  const std::string path = writeFile("step,lr\n0,1e-310\n10,1e-311\n");
+  parseError("file:" + path);  // the file form reads rates below the normal range as malformed
+  std::remove(path.c_str());
+  CHECK_NOTHROW(ap::LrSchedule::fromPoints({0, 10}, {std::ldexp(1.0, -1020), 1e-310}));  // normal peak
 }
 
 TEST_CASE("lr schedule: forward and annealing areas follow Tissue et al.'s sums") {
