@@ -80,18 +80,28 @@ def _free_port():
         return s.getsockname()[1]
 
 
-# Hook states whose worker thread may still run: at the interpreter's exit each is closed and its
-# thread joined. A daemon thread still inside torch (the future's set_result runs DDP's callbacks)
-# when finalization began was ended by Python with pthread_exit, whose unwinding through torch's C++
-# frames aborted the process ("terminate called without an active exception") after a successful
-# run, now and then.
+# Hook states whose worker thread may still run, and the worker threads themselves: at the
+# interpreter's exit each state is closed and every thread joined. A daemon thread still inside torch
+# (the future's set_result runs DDP's callbacks) when finalization began was ended by Python with
+# pthread_exit, whose unwinding through torch's C++ frames aborted the process ("terminate called
+# without an active exception") after a successful run, now and then. The threads are kept apart
+# from the states: a worker that took its stop signal drops its state (Thread.run deletes its
+# target) while it still tears down, so a state-only registry let the exit go ahead of it (1 run in
+# 10-20 of examples/ddp_adaptive.py aborted that way).
 _live_hook_states = weakref.WeakSet()
+_hook_threads = []
+
+
+def _track_hook_thread(thread):
+    _hook_threads[:] = [t for t in _hook_threads if t.is_alive()] + [thread]
 
 
 @atexit.register
 def _close_hook_states():
     for state in list(_live_hook_states):
-        state.close(wait=10.0)
+        state.close()
+    for thread in list(_hook_threads):
+        thread.join(10.0)
 
 
 class HookState:
@@ -145,6 +155,7 @@ class HookState:
                                             daemon=True)
             self._thread.start()
             _live_hook_states.add(self)
+            _track_hook_thread(self._thread)
 
     def close(self, wait=None):
         """Stops the worker thread (after the buckets already handed over); with `wait` (seconds),
