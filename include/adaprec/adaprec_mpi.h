@@ -232,7 +232,9 @@ int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, const char *can
  * longest prediction: the phase's start to the end of training; the last rate holds beyond them).
  * When they are not all equal, the decision's predictor fits the schedule-aware learning-curve model
  * with them as its schedule (docs/predictor.md; the record's "lr_schedule" says "points:N"); without
- * them or with a constant rate, the model without a schedule ("none"). */
+ * them or with a constant rate, the model without a schedule ("none"). Rates must be finite and >= 0,
+ * the largest of varying rates at least 2.2e-308 (a normal double; only ratios matter), else
+ * ADAPREC_ERR_INVALID_ARGUMENT and the rates set before are kept. */
 int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller, const double *rates, size_t count);
 /* The learning-rate schedule `spec` (the forms of adaprec-predict/adaprec-train --lr-schedule:
  * constant, cosine:TOTAL, cosine:TOTAL:WARMUP, poly:TOTAL:POWER, step:GAMMA:S1,S2,..., file:PATH)

@@ -21,6 +21,7 @@
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
 #include "capi/capi_guard.hpp"
+#include "controller/decision.hpp"
 #include "controller/phase_plan.hpp"
 #include "controller/pruning.hpp"
 
@@ -282,7 +283,9 @@ extern "C" int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller,
     for (std::size_t k = 0; k < count; ++k) {
       ADAPREC_CHECK_ARG(std::isfinite(rates[k]) && rates[k] >= 0, "learning rate " << rates[k] << " at step " << k);
     }
-    c.learningRates.assign(rates, rates + count);
+    std::vector<double> given(rates, rates + count);
+    ctl::phaseSchedule(given);  // refused here rather than at Decide (a subnormal peak: the same check)
+    c.learningRates = std::move(given);
   });
 }
 

@@ -73,6 +73,11 @@ int main(void) {
   report_phase(c, 0, 0.2);
   const double rates[3] = {0.1, 0.1, 0.05};
   CHECK(AdaPrec_ControllerSetLearningRates(c, rates, 3) == ADAPREC_OK);
+  /* Rates whose largest is subnormal have no scale for the schedule's areas: refused at the call
+     (they used to pass here and fail Decide with an internal error), the rates set before kept. */
+  const double subnormal[3] = {1e-310, 1e-310, 5e-311};
+  CHECK(AdaPrec_ControllerSetLearningRates(c, subnormal, 3) == ADAPREC_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(AdaPrec_ControllerLastError(), "normal double") != NULL);
   CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
   CHECK(strcmp(d.format, "fp16") == 0 && d.candidate == 1);
   CHECK(d.predictedMean > 0.2 && d.predictedMean < 1 && d.predictedSd > 0);
