@@ -51,11 +51,11 @@ Predictive Posterior::predictive(std::size_t curve, double step, const PredictOp
   }
   Predictive predictive(s.weight, std::move(means), std::move(sds));
   // The learned map of the CDF (the model's own, else the schedule's default), by how far the
-  // prediction reaches beyond the curve's last observation.
+  // prediction reaches beyond the curve's last observation and how many points the curve has.
   const Recalibration* map = s.model.appliedRecalibration();
   const double last = s.data.curves[curve].x.back();
   if (map != nullptr && options.recalibrated && x > last) {
-    const std::array<double, 2> ab = map->at(last / x);
+    const std::array<double, 2> ab = map->at(last / x, s.data.curves[curve].x.size());
     return predictive.recalibrated(ab[0], ab[1]);
   }
   return predictive;

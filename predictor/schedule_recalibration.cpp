@@ -14,6 +14,7 @@ const Recalibration& scheduleRecalibration() {
     r.a = {2.5674, 2.1612};
     r.b = {2.5533, 1.8321};
     r.counts = {77, 77};
+    r.pointsPerRun = 30;  // the 77 curves' evaluations per run (30 or 31; --check-default-map checks it)
     r.check();
     return r;
   }();

@@ -193,6 +193,8 @@ void Recalibration::check() const {
     ADAPREC_CHECK_ARG(std::isfinite(a[i]) && std::isfinite(b[i]) && a[i] > 0 && b[i] > 0,
                       "Recalibration: Beta parameters must be finite and > 0, got " << a[i] << ", " << b[i]);
   }
+  ADAPREC_CHECK_ARG(std::isfinite(pointsPerRun) && pointsPerRun >= 0,
+                    "Recalibration: pointsPerRun must be finite and >= 0, got " << pointsPerRun);
 }
 
 std::array<double, 2> Recalibration::at(double fraction) const {
@@ -208,6 +210,15 @@ std::array<double, 2> Recalibration::at(double fraction) const {
   const std::size_t i = static_cast<std::size_t>(std::upper_bound(fractions.begin(), fractions.end(), fraction) -
                                                  fractions.begin());
   return interpolate(fractions[i - 1], a[i - 1], b[i - 1], fractions[i], a[i], b[i]);
+}
+
+std::array<double, 2> Recalibration::at(double fraction, std::size_t points) const {
+  const std::array<double, 2> full = at(fraction);
+  // The points a curve evaluated like the map's own had by this reach (30 x 0.2 = 6 for the default).
+  const double learned = pointsPerRun * fraction;
+  if (!(pointsPerRun > 0) || static_cast<double>(points) >= learned) return full;
+  const double w = points <= 1 ? 0.0 : (static_cast<double>(points) - 1) / (learned - 1);
+  return {std::pow(full[0], w), std::pow(full[1], w)};
 }
 
 void RunPriorOptions::check() const {

@@ -12,6 +12,11 @@
 // predict of 5 curves x 30 points with the schedule on one core (the first 5 curves with >= 30 points
 // at common steps, cut to 30), median of 21 runs.
 //
+// Sparse evaluations: --every K keeps every K-th point of each curve (ending at its last) and
+// --min-points N (default 3) evaluates a cut curve from N points on; --fit-maps prints the Beta map
+// the unmapped model's PITs give at each cut-off with the points the cut curves had
+// (docs/predictor.md, "Sparse curves").
+//
 // --recalibrate: also "fast-recal", the schedule-aware fast model with its predictive CDF mapped
 // through a Beta(a, b) fitted to PITs of finished annealed runs (Predictive::recalibrated; the quantile
 // recalibration learnPriorFromRuns learns for the model without a schedule, docs/predictor.md). Without
@@ -86,6 +91,21 @@ std::vector<Row> readCurves(const std::vector<std::string>& paths) {
   return rows;
 }
 
+// Every `every`-th point of each curve, counted from its first and ending at its last (the value every
+// cut-off predicts): the same runs evaluated less often (--every).
+void thin(std::vector<Row>& rows, std::size_t every) {
+  for (Row& row : rows) {
+    ap::Curve kept;
+    const std::size_t n = row.curve.steps.size();
+    for (std::size_t i = (n - 1) % every; i < n; i += every) {
+      kept.steps.push_back(row.curve.steps[i]);
+      kept.values.push_back(row.curve.values[i]);
+      kept.sampleCounts.push_back(row.curve.sampleCounts[i]);
+    }
+    row.curve = std::move(kept);
+  }
+}
+
 ap::Curve cut(const ap::Curve& c, double fraction) {
   ap::Curve out;
   const double limit = fraction * c.steps.back();
@@ -111,6 +131,7 @@ struct Tuning {
   bool horizonGain = false;  // the gain prior on the gain reached at the predicted step
   std::uint64_t mcmcSeed = ap::McmcOptions{}.seed;  // the MCMC reference's
   ap::FastOptions fit;  // the fast posterior's quadrature (--grid1d, --grid2d, --noise-grid)
+  std::size_t minPoints = 3;  // a cut curve with fewer observed points is not evaluated (--min-points)
 };
 
 ap::ModelOptions scheduledModel(const Row& row, const Tuning& tuning) {
@@ -128,8 +149,8 @@ ap::ModelOptions scheduledModel(const Row& row, const Tuning& tuning) {
 }
 
 // Each row's predictive of its last value under the schedule-aware fast model (mcmc: its MCMC
-// reference) from the points up to fraction f of its last step (nullopt: fewer than 3 points, not
-// evaluated): the model's own (`unmapped`) and the default one (through the schedule's default map,
+// reference) from the points up to fraction f of its last step (nullopt: fewer than --min-points points,
+// not evaluated): the model's own (`unmapped`) and the default one (through the schedule's default map,
 // ModelOptions::scheduleRecalibration). Fitted once per row and cut-off: every score and the PITs
 // share the fit.
 struct Fitted {
@@ -141,7 +162,7 @@ Fitted predictives(const std::vector<Row>& rows, double f, const Tuning& tuning,
   own.recalibrated = false;
   for (const Row& row : rows) {
     const ap::Curve observed = cut(row.curve, f);
-    if (observed.steps.size() < 3) {
+    if (observed.steps.size() < tuning.minPoints) {
       out.unmapped.emplace_back();
       out.mapped.emplace_back();
       continue;
@@ -202,10 +223,21 @@ int main(int argc, char** argv) {
   app.add_option("--mcmc-seed", tuning.mcmcSeed, "the MCMC reference's seed (its own sampling noise)");
   app.add_flag("--horizon-gain", tuning.horizonGain, "stepScale = the predicted step, gainAtStepScale (tuning only)");
   app.add_option("--annealing-nodes", tuning.nodes, "ModelOptions::annealingNodes (tuning only)");
-  bool checkDefaultMap = false;
+  bool checkDefaultMap = false, fitMaps = false;
+  std::size_t every = 1;
   app.add_flag("--check-default-map", checkDefaultMap,
                "refit the schedule's default recalibration map (predictor::scheduleRecalibration) from these "
                "curves' PITs at its fractions and exit 1 when it differs from the library's by more than 0.1 %");
+  app.add_option("--every", every, "keep every K-th point of each curve, ending at its last (sparser evaluations)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_flag("--fit-maps", fitMaps,
+               "print the Beta map the unmapped model's PITs give at each cut-off with the observed points per "
+               "curve, and exit");
+  app.add_option("--min-points", tuning.minPoints,
+                 "evaluate a cut curve only when it has at least this many points (sparse evaluations)")
+      ->check(CLI::Range(1, 1000000))
+      ->default_val(3);
   app.add_option("--grid1d", tuning.fit.grid1d, "FastOptions::grid1d, the fast posterior's nodes per one-parameter family")
       ->capture_default_str();
   app.add_option("--grid2d", tuning.fit.grid2d, "FastOptions::grid2d, its nodes per dimension of a two-parameter family")
@@ -214,7 +246,26 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    const std::vector<Row> rows = readCurves(inputs);
+    std::vector<Row> rows = readCurves(inputs);
+    thin(rows, every);
+    if (fitMaps) {
+      std::printf("cutoff,points_min,points_max,curves,a,b\n");
+      for (double f : cutoffs) {
+        const std::vector<double> values = pits(rows, predictives(rows, f, tuning, false).unmapped);
+        std::size_t used = 0, lo = SIZE_MAX, hi = 0;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          if (!std::isfinite(values[i])) continue;
+          const std::size_t points = cut(rows[i].curve, f).steps.size();
+          ++used;
+          lo = std::min(lo, points);
+          hi = std::max(hi, points);
+        }
+        if (used < 2) continue;
+        const std::array<double, 2> ab = mapFrom(values, values.size());
+        std::printf("%.2f,%zu,%zu,%zu,%.4f,%.4f\n", f, lo, hi, used, ab[0], ab[1]);
+      }
+      return 0;
+    }
     if (checkDefaultMap) {
       // The library's default map against the one these curves give now (the unmapped model's PITs).
       const ap::Recalibration& library = ap::scheduleRecalibration();
@@ -231,14 +282,25 @@ int main(int argc, char** argv) {
                     library.fractions[i], ab[0], ab[1], used, library.a[i], library.b[i], library.counts[i],
                     close ? "same" : "DIFFERENT");
       }
-      return same ? 0 : 1;
+      // The density the map was learned at (Recalibration::pointsPerRun) is these curves' own.
+      std::size_t fewest = SIZE_MAX, most = 0;
+      for (const Row& row : rows) {
+        fewest = std::min(fewest, row.curve.steps.size());
+        most = std::max(most, row.curve.steps.size());
+      }
+      const bool density = library.pointsPerRun >= static_cast<double>(fewest) &&
+                           library.pointsPerRun <= static_cast<double>(most);
+      std::printf("default map's points per run: library %.0f, these curves %zu-%zu: %s\n", library.pointsPerRun, fewest,
+                  most, density ? "same" : "DIFFERENT");
+      return same && density ? 0 : 1;
     }
     std::vector<std::string> methods = {"last", "pow3", "fast-noschedule", "fast-unmapped", "fast"};
     if (mcmc) methods.insert(methods.end(), {"mcmc-unmapped", "mcmc"});
     if (!corpus.empty()) recalibrate = true;
     if (recalibrate) methods.push_back("fast-recal");
     if (recalibrate && mcmc) methods.push_back("mcmc-recal");
-    const std::vector<Row> corpusRows = corpus.empty() ? std::vector<Row>{} : readCurves(corpus);
+    std::vector<Row> corpusRows = corpus.empty() ? std::vector<Row>{} : readCurves(corpus);
+    thin(corpusRows, every);
     std::printf("%zu curves\n", rows.size());
     std::printf("cutoff,method,curves,mae,coverage90,mean_log_density\n");
     for (double f : cutoffs) {
@@ -266,7 +328,7 @@ int main(int argc, char** argv) {
       for (std::size_t index = 0; index < rows.size(); ++index) {
         const Row& row = rows[index];
         const ap::Curve observed = cut(row.curve, f);
-        if (observed.steps.size() < 3) continue;
+        if (observed.steps.size() < tuning.minPoints) continue;
         const double step = row.curve.steps.back(), y = row.curve.values.back();
         const auto lastPoint = adaprec::bench::lastValueForecast(observed, step);
         const auto pow3 = adaprec::bench::Pow3LeastSquares(observed).forecast(step);
@@ -322,6 +384,10 @@ int main(int argc, char** argv) {
       }
       for (const std::string& method : methods) {
         const Score& s = scores[method];
+        if (s.count == 0) {  // no curve has --min-points points by this cut-off
+          std::printf("%.2f,%s,0,,,\n", f, method.c_str());
+          continue;
+        }
         std::printf("%.2f,%s,%.0f,%.4f,%.3f,%.3f\n", f, method.c_str(), s.count, s.absError / s.count, s.cover / s.count,
                     s.logDensity / s.count);
       }

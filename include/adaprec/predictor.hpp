@@ -323,9 +323,18 @@ struct Recalibration {
   std::vector<double> fractions;  // ascending, in (0, 1)
   std::vector<double> a, b;       // Beta parameters per fraction, > 0
   std::vector<std::size_t> counts;  // PITs each was fitted to (informational)
+  // The evaluations per whole run of the curves the map was learned from (0: not known, the map applies
+  // in full). A map learned on densely evaluated curves sharpens bands that are right for them and far
+  // too narrow for a curve seen at a few points (docs/predictor.md, "Sparse curves"), so at(f, points)
+  // fades it toward the identity for a curve with fewer points than such a curve had at that reach.
+  double pointsPerRun = 0;
   void check() const;
   // The map's (a, b) at fraction f > 0.
   std::array<double, 2> at(double fraction) const;
+  // The same for a curve observed at `points` points: log a and log b scaled by
+  // w = (points - 1) / (N - 1), N = pointsPerRun x f, the points such a curve had by this reach: in full
+  // from N points on, the identity at one point.
+  std::array<double, 2> at(double fraction, std::size_t points) const;
 };
 
 // The map every schedule-aware fit uses by default (ModelOptions::scheduleRecalibration): Beta maps at

@@ -249,6 +249,7 @@ TEST_CASE("cli: --lr-schedule feeds the schedule-aware model; malformed specs ex
   REQUIRE((mapped.status == 0 && own.status == 0 && flat.status == 0));
   const nlohmann::json jm = nlohmann::json::parse(mapped.out), jo = nlohmann::json::parse(own.out);
   CHECK(jm["recalibration_source"] == "schedule default");
+  CHECK(jm["recalibration_points_per_run"] == 30);
   CHECK(jm["recalibration"].size() == 2);
   CHECK_FALSE(jo.contains("recalibration"));
   CHECK_FALSE(nlohmann::json::parse(flat.out).contains("recalibration"));

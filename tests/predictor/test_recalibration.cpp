@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -157,6 +158,37 @@ TEST_CASE("Recalibration interpolates in log fraction and is the identity at 1",
   ap::RunPriorOptions options;
   options.recalibrationFractions = {0.5, 0.5};
   CHECK(codeOf([&] { options.check(); }) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("Recalibration fades toward the identity for a curve sparser than its own", "[predictor][recalibration]") {
+  ap::Recalibration r;
+  r.fractions = {0.2, 0.4};
+  r.a = {4.0, 2.0};
+  r.b = {2.0, 3.0};
+  r.pointsPerRun = 30;
+  r.check();
+  // In full from the points its own curves had by that reach (30 x 0.2 = 6, 30 x 0.4 = 12) on.
+  CHECK(r.at(0.2, 6) == r.at(0.2));
+  CHECK(r.at(0.2, 100) == r.at(0.2));
+  CHECK(r.at(0.4, 12) == r.at(0.4));
+  // One point (or none): the identity.
+  CHECK(r.at(0.2, 1) == std::array<double, 2>{1.0, 1.0});
+  CHECK(r.at(0.4, 0) == std::array<double, 2>{1.0, 1.0});
+  // Between: log a and log b scaled by (points - 1) / (N - 1).
+  CHECK(r.at(0.2, 3)[0] == Approx(std::pow(4.0, 2.0 / 5.0)));
+  CHECK(r.at(0.2, 3)[1] == Approx(std::pow(2.0, 2.0 / 5.0)));
+  CHECK(r.at(0.4, 4)[1] == Approx(std::pow(3.0, 3.0 / 11.0)));
+  // Below the first fraction the first map holds, and fewer points are needed for it in full.
+  CHECK(r.at(0.1, 3) == r.at(0.1));
+  CHECK(r.at(0.1, 2)[0] == Approx(std::pow(4.0, 1.0 / 2.0)));
+  // Without a known density the map applies in full whatever the points.
+  ap::Recalibration unknown = r;
+  unknown.pointsPerRun = 0;
+  CHECK(unknown.at(0.2, 1) == unknown.at(0.2));
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    unknown.pointsPerRun = bad;
+    CHECK(codeOf([&] { unknown.check(); }) == ErrorCode::kInvalidArgument);
+  }
 }
 
 TEST_CASE("a recalibration learned from runs narrows a model that is too wide", "[predictor][recalibration]") {

@@ -290,6 +290,8 @@ int main(int argc, char** argv) {
       if (const ap::Recalibration* map = model.appliedRecalibration()) {
         const ap::Recalibration& r = *map;
         out["recalibration_source"] = model.recalibration ? "prior runs" : "schedule default";
+        // 0: applied in full; else faded for curves with fewer points by the reach (Recalibration::at).
+        out["recalibration_points_per_run"] = r.pointsPerRun;
         out["recalibration"] = nlohmann::json::array();
         for (std::size_t i = 0; i < r.fractions.size(); ++i) {
           out["recalibration"].push_back({{"fraction", r.fractions[i]}, {"a", r.a[i]}, {"b", r.b[i]}, {"pits", r.counts[i]}});
