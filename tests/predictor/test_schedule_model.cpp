@@ -92,6 +92,25 @@ TEST_CASE("schedule model: a run seen before its annealing is forecast higher an
   CHECK(std::abs(plainIn.mean - annealedIn.mean) < 0.01);
 }
 
+TEST_CASE("schedule model: curves seen only at step 0 get no annealing term") {
+  // Their window is one arbitrary step; the annealing regressor over it grew with the schedule and put
+  // the forecast at the truncation at 1 (0.94 +- 0.036 from 0.3 at step 0, a hostile pass).
+  ap::ModelOptions cosine;
+  cosine.lrSchedule = schedule("cosine:1000");
+  ap::ModelOptions flat = cosine;
+  flat.annealingHeadroomSd = 0;  // no annealing term
+  const ap::Curve start{{0}, {0.3}, {}};
+  const ap::Prediction got = ap::fitFast({start}, cosine).predict(0, 1000);
+  const ap::Prediction want = ap::fitFast({start}, flat).predict(0, 1000);
+  CHECK(got.mean == Approx(want.mean).epsilon(1e-12));
+  CHECK(got.q05 == Approx(want.q05).epsilon(1e-12));
+  CHECK(got.q95 == Approx(want.q95).epsilon(1e-12));
+  CHECK(got.sd > 0.1);  // the prior's width: nothing was seen of the run
+  // One step beyond 0 observed is a window: the term is back.
+  const ap::Curve two{{0, 10}, {0.3, 0.35}, {}};
+  CHECK(ap::fitFast({two}, cosine).predict(0, 1000).mean != Approx(ap::fitFast({two}, flat).predict(0, 1000).mean));
+}
+
 TEST_CASE("schedule model: branches at common steps (the shared products) agree with the dense path") {
   // Two branches at the same steps and counts take the symmetric path, where every annealing node's
   // sums come from one product per theta (SharedThetaProducts); a count differing by 0.01 % makes the
