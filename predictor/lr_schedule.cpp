@@ -222,7 +222,9 @@ std::array<double, 2> LrSchedule::scaledAreas(double step, double momentum) cons
     if (i == last + 1) break;
     const double lr = lrAt(static_cast<double>(i)) * scale;
     s1 += lr;
-    if (i > 0) {
+    // A step taken at rate 0 after one at rate 0 changes nothing: the annealing momentum's tail does not
+    // count there (it made forecasts past a schedule's end keep rising while the weights stood still).
+    if (i > 0 && !(lr == 0 && previous == 0)) {
       m = momentum * m + std::max(previous - lr, 0.0);
       s2 += m;
     }

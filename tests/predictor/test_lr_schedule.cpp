@@ -106,6 +106,19 @@ TEST_CASE("lr schedule: forward and annealing areas follow Tissue et al.'s sums"
   CHECK(plain[0] == std::ldexp(scaled[0], -9));  // 2^-9 <= 3e-3 < 2^-8
   CHECK(plain[1] == std::ldexp(scaled[1], -9));
   CHECK(step.scaledAreas(11, 0.5) == step.areas(11, 0.5));  // analytic forms: peak 1
+  // Past a schedule's end at rate 0 nothing moves: the update that reaches 0 counts its decrease, the
+  // steps after it add nothing, the momentum's tail included (forecasts there had kept rising).
+  for (const char* spec : {"cosine:100", "poly:100:2", "cosine:100:20"}) {
+    INFO(spec);
+    const ap::LrSchedule ends = ap::LrSchedule::parse(spec);
+    const auto atEnd = ends.areas(101, 0.999);
+    CHECK(atEnd[1] > ends.areas(100, 0.999)[1]);
+    CHECK(ends.areas(150, 0.999) == atEnd);
+    CHECK(ends.areas(5000, 0.999) == atEnd);
+  }
+  const ap::LrSchedule pause = ap::LrSchedule::fromPoints({0, 10, 11, 20, 21}, {1, 0, 0, 0, 1});
+  CHECK(pause.areas(20, 0.9) == pause.areas(12, 0.9));  // a pause at rate 0 mid-run: frozen too
+  CHECK(pause.areas(23, 0.9)[0] > pause.areas(20, 0.9)[0]);
   const ap::LrSchedule huge = ap::LrSchedule::fromPoints({0, 100}, {1e307, 5e306});
   CHECK(std::isinf(huge.areas(100, 0.999)[0]));
   CHECK(std::isfinite(huge.scaledAreas(100, 0.999)[0]));
