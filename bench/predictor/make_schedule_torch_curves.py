@@ -13,6 +13,7 @@ given (last column; it may contain commas: the rest of the line):
   cnn: cosine:1200  cosine:1200:120                    step:0.2:480,840   poly:1200:2
 
   make_schedule_torch_curves.py OUT_CSV --seeds 1 2 --lrs 0.02 0.05 0.1 [--arch mlp|cnn] [--data DIR]
+      [--eval-every N]   (evaluate every N steps instead: denser or sparser curves of the same runs)
 """
 import argparse, gzip, math, os
 import numpy as np
@@ -76,8 +77,12 @@ def main():
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--first-curve", type=int, default=0)
     ap.add_argument("--arch", choices=sorted(ARCHS), default="mlp")
+    ap.add_argument("--eval-every", type=int, default=0, help="steps between evaluations (default: the arch's)")
     a = ap.parse_args()
     net, images, steps, eval_every, schedules = ARCHS[a.arch]
+    if a.eval_every < 0:
+        ap.error("--eval-every must be >= 1")
+    eval_every = a.eval_every or eval_every
     torch.set_num_threads(1)
 
     def load(kind, n):
