@@ -592,7 +592,8 @@ def _set_training_flags(flags):
 
 class TrainingState:
     """Everything a speculative branch changes, kept in memory: model parameters and buffers (the
-    non-persistent ones too, in buffers), the parameters' .grad (grads; None where none), every
+    non-persistent ones too, in buffers), the parameters' .grad (grads; None where none, the whole list
+    None when the driver's restore_grads is False), every
     submodule's train/eval flag (training), optimizer state, LR scheduler state, the RNGs (torch,
     numpy, python, CUDA when present), the hook's error-feedback residuals (and its bucket-to-key
     map), and the step counter."""
@@ -648,13 +649,19 @@ class AdaptivePrecision:
     (kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
     faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
     fastest first); a phase where only fp32 is left runs no branch and no evaluation, and records
-    {"event": "speculation_skipped", ...} instead of a decision."""
+    {"event": "speculation_skipped", ...} instead of a decision.
+
+    restore_grads (default True): snapshots hold a copy of every parameter's .grad, as much memory again
+    as the parameters, so that a loop accumulating gradients across steps starts every branch with the
+    phase's gradients. A train_step that zeroes the gradients before its backward (the usual
+    optimizer.zero_grad(); loss.backward(); optimizer.step()) never reads them: restore_grads=False
+    leaves them out of snapshots and restore() leaves .grad as it is."""
 
     def __init__(self, model, optimizer, hook_state, train_step, evaluate, total_steps, scheduler=None,
                  candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
                  eval_points=2, continuation_steps=None, max_overhead=None, rule=None,
                  validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None,
-                 prune=None, min_speedup=None, probe_steps=3):
+                 prune=None, min_speedup=None, probe_steps=3, restore_grads=True):
         if eval_points < 1 or speculative_steps < eval_points:
             raise adaprec.InvalidArgumentError(
                 f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")
@@ -672,6 +679,10 @@ class AdaptivePrecision:
                 f"adaprec: lr_schedule must be a spec string, \"scheduler\" or a callable step -> rate, "
                 f"got {type(lr_schedule).__name__}")
         self.lr_schedule = lr_schedule
+        if not isinstance(restore_grads, bool):
+            raise adaprec.InvalidArgumentError(
+                f"adaprec: restore_grads must be True or False, got {type(restore_grads).__name__}")
+        self.restore_grads = restore_grads
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -1001,7 +1012,8 @@ class AdaptivePrecision:
             # non-persistent buffers: state_dict() leaves them out
             {k: v.detach().clone() for k, v in self.model.named_buffers() if k not in model},
             # a loop that accumulates gradients over steps carries them across a phase's start
-            [None if p.grad is None else p.grad.detach().clone() for p in self.model.parameters()],
+            [None if p.grad is None else p.grad.detach().clone() for p in self.model.parameters()]
+            if self.restore_grads else None,
             _training_flags(self.model))
         self.snapshot_seconds += time.perf_counter() - t0
         self.snapshots += 1

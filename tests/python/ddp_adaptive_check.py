@@ -483,6 +483,33 @@ def grad_and_buffer_checks():
     check(all(p.grad is None for p in model.parameters()), "restore() of a state without .grad left gradients")
     state.close()
 
+    # restore_grads=False: snapshots hold no .grad and restore() leaves .grad as it is; a train_step that
+    # zeroes the gradients first replays a branch bit for bit all the same.
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    light = phase_driver(model, optimizer, state, train_step, evaluate, scheduler, restore_grads=False)
+    for step in range(2):
+        train_step(step)
+    snap = light.snapshot(2)
+    check(snap.grads is None, "restore_grads=False: the snapshot holds gradients")
+    for step in range(2, 5):
+        train_step(step)
+    first = (digest_of(model), grads_digest(model))
+    for p in model.parameters():
+        p.grad.mul_(3)
+    scaled = grads_digest(model)
+    light.restore(snap)
+    check(grads_digest(model) == scaled, "restore_grads=False: restore() changed .grad")
+    for step in range(2, 5):
+        train_step(step)
+    check((digest_of(model), grads_digest(model)) == first,
+          "restore_grads=False: a zero-first train_step did not replay its branch exactly")
+    try:
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, restore_grads="no")
+        check(False, "restore_grads='no' was accepted")
+    except adaprec.InvalidArgumentError:
+        pass
+    state.close()
+
     # Two micro-batches per update (no_sync on the first); a branch of 5 steps ends between the two.
     model, state, optimizer, scheduler, _, evaluate = setup()
     starts = []
