@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <cstdlib>
 #include <fstream>
@@ -206,7 +207,8 @@ std::array<double, 2> LrSchedule::areas(double step, double momentum) const {
 
 std::array<double, 2> LrSchedule::scaledAreas(double step, double momentum) const {
   ADAPREC_CHECK_ARG(std::isfinite(step) && step >= 0 && step <= kMaxAreaStep,
-                    "lr schedule '" << spec_ << "': areas need a step in [0, " << kMaxAreaStep << "], got " << step);
+                    "lr schedule '" << spec_ << "': areas need a step in [0, " << std::setprecision(17) << kMaxAreaStep
+                                    << "], got " << step);
   ADAPREC_CHECK_ARG(momentum >= 0 && momentum < 1, "annealing momentum must be in [0, 1), got " << momentum);
   if (kind_ == Kind::kConstant) return {step, 0.0};
   // 1 for the analytic forms (peak 1): their sums are unchanged.

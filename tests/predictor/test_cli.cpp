@@ -273,4 +273,8 @@ TEST_CASE("cli: --lr-schedule feeds the schedule-aware model; malformed specs ex
   CHECK(far.status == 2);
   CHECK(far.out.empty());
   CHECK(far.err.find("--at: with --lr-schedule steps must be at most") != std::string::npos);
+  // Just past the limit, the message tells the two apart.
+  const Result just = run("--input {in} --at 1000000001 --lr-schedule cosine:1600", kTwoCurves);
+  CHECK(just.status == 2);
+  CHECK(just.err.find("at most 1000000000, got 1000000001") != std::string::npos);
 }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -225,8 +226,10 @@ int main(int argc, char** argv) {
       // Refused here, before the fit and before any output (the prediction at such a step used to
       // fail after the rows before it were printed).
       for (double step : at) {
+        // 17 digits: 1000000001 read "at most 1e+09, got 1e+09".
         ADAPREC_CHECK_ARG(step <= ap::LrSchedule::kMaxAreaStep, "--at: with --lr-schedule steps must be at most "
-                                                                    << ap::LrSchedule::kMaxAreaStep << ", got " << step);
+                                                                    << std::setprecision(17) << ap::LrSchedule::kMaxAreaStep
+                                                                    << ", got " << step);
       }
     }
     model.scheduleRecalibration = !noScheduleMap;
