@@ -55,7 +55,7 @@ long parseId(const std::string& field, const char* column, long line) {
 CurveTable readCurvesCsv(std::istream& in) {
   std::string text;
   long lineNumber = 0;
-  int stepColumn = -1, valueColumn = -1, curveColumn = -1, countColumn = -1, runColumn = -1;
+  int stepColumn = -1, valueColumn = -1, curveColumn = -1, countColumn = -1, runColumn = -1, wallColumn = -1;
   std::size_t columnCount = 0;
   // Header: the first line that is neither blank nor a '#' comment.
   while (std::getline(in, text)) {
@@ -71,10 +71,12 @@ CurveTable readCurvesCsv(std::istream& in) {
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
       int* slot = name == "step" ? &stepColumn : name == "value" ? &valueColumn
                 : name == "curve" ? &curveColumn : name == "n" ? &countColumn
-                : name == "run" ? &runColumn : nullptr;
+                : name == "run" ? &runColumn
+                // TensorBoard's CSV export is "Wall time,Step,Value": the time is read by nothing.
+                : name == "wall time" || name == "wall_time" ? &wallColumn : nullptr;
       ADAPREC_CHECK(slot != nullptr, ErrorCode::kMalformedInput,
                     "line " << lineNumber << ": unknown column '" << names[i]
-                            << "' (expected step, value and optionally curve, n, run)");
+                            << "' (expected step, value and optionally curve, n, run, wall time)");
       ADAPREC_CHECK(*slot < 0, ErrorCode::kMalformedInput,
                     "line " << lineNumber << ": column '" << name << "' appears twice");
       *slot = static_cast<int>(i);

@@ -114,6 +114,12 @@ TEST_CASE("CSV: columns in any order, several curves, counts, comments", "[predi
   CHECK(single.ids == std::vector<long>{0});
   CHECK(single.curves[0].sampleCounts.empty());
   CHECK(single.curves[0].values[1] == 0.2);
+  // TensorBoard's CSV export: its wall-time column is accepted and not read.
+  const ap::CurveTable board = parse("Wall time,Step,Value\n1700000000.5,10,0.5\n1700000012.25,20,0.6\n");
+  REQUIRE(board.curves.size() == 1);
+  CHECK(board.curves[0].steps == std::vector<double>{10, 20});
+  CHECK(board.curves[0].values == std::vector<double>{0.5, 0.6});
+  expectCsvError("wall time,step,value,wall_time\n1,1,0.5,1\n", "column 'wall_time' appears twice");
 }
 
 TEST_CASE("CSV errors name the line", "[predictor][csv]") {

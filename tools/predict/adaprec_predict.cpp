@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   bool json = false, latent = false;
   std::uint64_t seed = 1;
   std::size_t mcmcMaxPoints = kDefaultMcmcMaxPoints;
-  app.add_option("--input", input, "CSV with header step,value[,curve][,n]; '-' reads stdin")->required();
+  app.add_option("--input", input, "CSV with header step,value[,curve][,n] (TensorBoard's Wall time,Step,Value too); '-' reads stdin")->required();
   // Checked as text: CLI11 reads an empty item ("--at ''", "--at 10,,20") as step 0.
   const CLI::Validator stepCheck(
       [](std::string& text) -> std::string {
