@@ -31,6 +31,8 @@ std::vector<std::string> split(const std::string& text, char separator) {
 // A whole-field finite number, or nothing.
 bool parseNumber(const std::string& text, double& out) {
   if (text.empty() || std::isspace(static_cast<unsigned char>(text.front()))) return false;
+  // Decimal only: strtod also reads hexadecimal ("0x100" was 256, "0x1p3" 8).
+  if (text.find_first_of("xX") != std::string::npos) return false;
   errno = 0;
   char* end = nullptr;
   out = std::strtod(text.c_str(), &end);

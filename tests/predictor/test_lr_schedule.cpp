@@ -142,6 +142,8 @@ TEST_CASE("lr schedule: malformed specs are refused with one clear line") {
       {"cosine:100x", "TOTAL must be a number > 0"},
       {"cosine:inf", "TOTAL must be a number > 0"},
       {"cosine:nan", "TOTAL must be a number > 0"},
+      {"cosine:0x100", "TOTAL must be a number > 0"},
+      {"step:0.5:0x10", "steps must be numbers > 0"},
       {"cosine:100:100", "WARMUP must be a number in [0, TOTAL)"},
       {"cosine:100:-1", "WARMUP must be a number in [0, TOTAL)"},
       {"cosine:100:10:5", "expected cosine:TOTAL or cosine:TOTAL:WARMUP"},
