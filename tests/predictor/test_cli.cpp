@@ -97,6 +97,28 @@ TEST_CASE("adaprec-predict reads stdin and prints JSON", "[predictor][cli]") {
   CHECK(total == Approx(1.0).epsilon(1e-9));
 }
 
+TEST_CASE("adaprec-predict warns of a curve that falls (an error rate given for an accuracy)", "[predictor][cli]") {
+  // Rising curves say nothing; a falling one still gets its forecast, with a warning on stderr and in JSON.
+  const Result rising = run("--input {in} --at 800 --json", kTwoCurves);
+  REQUIRE(rising.status == 0);
+  CHECK(rising.err.empty());
+  CHECK_FALSE(nlohmann::json::parse(rising.out).contains("warnings"));
+  const std::string falling = "curve,step,value\n3,10,0.5\n3,20,0.4\n3,30,0.33\n3,40,0.29\n3,50,0.26\n";
+  const Result csv = run("--input {in} --at 800", falling);
+  INFO(csv.err);
+  REQUIRE(csv.status == 0);
+  CHECK(countLines(csv.out) == 2);
+  CHECK(csv.err.find("warning: curve 3 falls from 0.5 to 0.26") != std::string::npos);
+  const Result json = run("--input {in} --at 800 --json", falling);
+  REQUIRE(json.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  REQUIRE(j["warnings"].size() == 1);
+  CHECK(j["warnings"][0].get<std::string>().find("1 - error") != std::string::npos);
+  // A dip or a slow decline of an accuracy is not flagged.
+  CHECK(run("--input {in} --at 800", "step,value\n10,0.5\n20,0.7\n30,0.68\n40,0.72\n50,0.69\n").err.empty());
+  CHECK(run("--input {in} --at 800", "step,value\n10,0.80\n20,0.79\n30,0.785\n40,0.78\n").err.empty());
+}
+
 TEST_CASE("adaprec-predict predictions that cannot be written fail (a full disk)", "[predictor][cli]") {
   if (::access("/dev/full", W_OK) != 0) return;  // no /dev/full to write to here
   // Written into a full disk, the predictions were lost with exit 0 (an empty file).

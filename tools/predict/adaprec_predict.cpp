@@ -45,6 +45,23 @@ ap::Curve thinned(const ap::Curve& curve, std::size_t limit) {
   return out;
 }
 
+// The model is for values that rise with training (accuracy): b >= 0. A curve that clearly falls — an
+// error rate or a loss in [0, 1] given by mistake — got a forecast above its own last points with no
+// word said. Flagged when it falls by 0.05 or more overall and in at least 2/3 of its steps (an
+// accuracy that dips or slowly overfits is not).
+std::string fallingCurveWarning(long id, const ap::Curve& curve) {
+  const std::vector<double>& y = curve.values;
+  if (y.size() < 3 || y.front() - y.back() < 0.05) return "";
+  std::size_t falls = 0;
+  for (std::size_t i = 1; i < y.size(); ++i) falls += y[i] < y[i - 1];
+  if (3 * falls < 2 * (y.size() - 1)) return "";
+  std::ostringstream os;
+  os << "curve " << id << " falls from " << y.front() << " to " << y.back()
+     << ": the model forecasts values that rise with training, like accuracy (for an error rate give 1 - error); "
+        "its forecast of this curve assumes a rise";
+  return os.str();
+}
+
 // --plot: refuse a path that cannot be written before spending the fit on it.
 void checkPlotPath(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -266,6 +283,12 @@ int main(int argc, char** argv) {
       out["mcmc_points"] = mcmcPoints;  // per curve: points read, points the sampler used
     }
     out["predictions"] = nlohmann::json::array();
+    for (std::size_t c = 0; c < table.curves.size(); ++c) {
+      const std::string warning = fallingCurveWarning(table.ids[c], table.curves[c]);
+      if (warning.empty()) continue;
+      std::fprintf(stderr, "adaprec-predict: warning: %s\n", warning.c_str());
+      out["warnings"].push_back(warning);
+    }
     if (!json) std::printf("curve,step,mean,std,q05,q95\n");
     for (std::size_t c = 0; c < table.curves.size(); ++c) {
       for (double step : at) {
