@@ -187,7 +187,8 @@ Data prepareData(const std::vector<Curve>& curves, const ModelOptions& model) {
   const bool windowObserved = model.shapePrior || model.stepScale > 0 || last > 0;
   data.stepScale = model.shapePrior  ? model.shapePrior->stepScale
                    : model.stepScale > 0 ? model.stepScale
-                                         : (last > 0 ? last : 1.0);
+                   : windowObserved      ? last
+                                         : 1.0;
   for (const Curve& curve : curves) {
     CurveData d;
     d.hasCounts = !curve.sampleCounts.empty();

@@ -91,30 +91,31 @@ std::vector<Row> readCurves(const std::vector<std::string>& paths) {
   return rows;
 }
 
-// Every `every`-th point of each curve, counted from its first and ending at its last (the value every
-// cut-off predicts): the same runs evaluated less often (--every).
-void thin(std::vector<Row>& rows, std::size_t every) {
-  for (Row& row : rows) {
-    ap::Curve kept;
-    const std::size_t n = row.curve.steps.size();
-    for (std::size_t i = (n - 1) % every; i < n; i += every) {
-      kept.steps.push_back(row.curve.steps[i]);
-      kept.values.push_back(row.curve.values[i]);
-      kept.sampleCounts.push_back(row.curve.sampleCounts[i]);
-    }
-    row.curve = std::move(kept);
-  }
-}
-
-ap::Curve cut(const ap::Curve& c, double fraction) {
+// The points of c whose index `take` accepts.
+template <class Take>
+ap::Curve subset(const ap::Curve& c, Take take) {
   ap::Curve out;
-  const double limit = fraction * c.steps.back();
-  for (std::size_t i = 0; i < c.steps.size() && c.steps[i] <= limit; ++i) {
+  for (std::size_t i = 0; i < c.steps.size(); ++i) {
+    if (!take(i)) continue;
     out.steps.push_back(c.steps[i]);
     out.values.push_back(c.values[i]);
     out.sampleCounts.push_back(c.sampleCounts[i]);
   }
   return out;
+}
+
+// Every `every`-th point of each curve, counted from its first and ending at its last (the value every
+// cut-off predicts): the same runs evaluated less often (--every).
+void thin(std::vector<Row>& rows, std::size_t every) {
+  for (Row& row : rows) {
+    const std::size_t offset = (row.curve.steps.size() - 1) % every;
+    row.curve = subset(row.curve, [&](std::size_t i) { return i >= offset && (i - offset) % every == 0; });
+  }
+}
+
+ap::Curve cut(const ap::Curve& c, double fraction) {
+  const double limit = fraction * c.steps.back();
+  return subset(c, [&](std::size_t i) { return c.steps[i] <= limit; });
 }
 
 struct Score {
@@ -193,6 +194,20 @@ std::array<double, 2> mapFrom(const std::vector<double>& values, std::size_t ski
   return adaprec::predictor::detail::fitBeta(kept);
 }
 
+// The Beta map the unmapped model's PITs of the rows' last values give from cut-off f, and how many
+// curves (those with --min-points points by then) gave a PIT.
+struct RefitMap {
+  std::array<double, 2> ab;
+  std::size_t curves = 0;
+};
+RefitMap refitMap(const std::vector<Row>& rows, double f, const Tuning& tuning) {
+  const std::vector<double> values = pits(rows, predictives(rows, f, tuning, false).unmapped);
+  RefitMap out;
+  for (double v : values) out.curves += std::isfinite(v);
+  out.ab = mapFrom(values, values.size());
+  return out;
+}
+
 double gaussianLogDensity(double y, double mean, double sd) {
   const double z = (y - mean) / sd;
   return -0.5 * z * z - std::log(sd) - 0.9189385332046727;
@@ -251,18 +266,17 @@ int main(int argc, char** argv) {
     if (fitMaps) {
       std::printf("cutoff,points_min,points_max,curves,a,b\n");
       for (double f : cutoffs) {
-        const std::vector<double> values = pits(rows, predictives(rows, f, tuning, false).unmapped);
-        std::size_t used = 0, lo = SIZE_MAX, hi = 0;
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          if (!std::isfinite(values[i])) continue;
-          const std::size_t points = cut(rows[i].curve, f).steps.size();
-          ++used;
+        std::size_t lo = SIZE_MAX, hi = 0, curves = 0;
+        for (const Row& row : rows) {
+          const std::size_t points = cut(row.curve, f).steps.size();
+          if (points < tuning.minPoints) continue;  // no PIT: not evaluated
+          ++curves;
           lo = std::min(lo, points);
           hi = std::max(hi, points);
         }
-        if (used < 2) continue;
-        const std::array<double, 2> ab = mapFrom(values, values.size());
-        std::printf("%.2f,%zu,%zu,%zu,%.4f,%.4f\n", f, lo, hi, used, ab[0], ab[1]);
+        if (curves < 2) continue;
+        const RefitMap map = refitMap(rows, f, tuning);
+        std::printf("%.2f,%zu,%zu,%zu,%.4f,%.4f\n", f, lo, hi, map.curves, map.ab[0], map.ab[1]);
       }
       return 0;
     }
@@ -271,10 +285,9 @@ int main(int argc, char** argv) {
       const ap::Recalibration& library = ap::scheduleRecalibration();
       bool same = true;
       for (std::size_t i = 0; i < library.fractions.size(); ++i) {
-        const std::vector<double> values = pits(rows, predictives(rows, library.fractions[i], tuning, false).unmapped);
-        const std::array<double, 2> ab = mapFrom(values, values.size());
-        std::size_t used = 0;
-        for (double v : values) used += std::isfinite(v);
+        const RefitMap map = refitMap(rows, library.fractions[i], tuning);
+        const std::array<double, 2>& ab = map.ab;
+        const std::size_t used = map.curves;
         const bool close = std::abs(ab[0] - library.a[i]) <= 1e-3 * library.a[i] &&
                            std::abs(ab[1] - library.b[i]) <= 1e-3 * library.b[i] && used == library.counts[i];
         same = same && close;

@@ -17,6 +17,10 @@ namespace {
 using ap::test::kEarly;
 using ap::test::schedule;
 
+void checkQuantiles(const ap::Predictive& got, const ap::Predictive& want) {
+  for (double q : {0.05, 0.5, 0.95}) CHECK(got.quantile(q) == Approx(want.quantile(q)).epsilon(1e-12));
+}
+
 // The default predictive against the model's own one mapped by `map` at the prediction's reach from
 // kEarly's last step (80) and its 8 points.
 void checkMapped(const ap::Posterior& posterior, double step, const ap::Recalibration* map) {
@@ -26,7 +30,7 @@ void checkMapped(const ap::Posterior& posterior, double step, const ap::Recalibr
   const ap::Predictive got = posterior.predictive(0, step);
   const ap::Predictive want =
       map == nullptr ? raw : raw.recalibrated(map->at(80 / step, 8)[0], map->at(80 / step, 8)[1]);
-  for (double q : {0.05, 0.5, 0.95}) CHECK(got.quantile(q) == Approx(want.quantile(q)).epsilon(1e-12));
+  checkQuantiles(got, want);
   CHECK(got.mean() == Approx(want.mean()).epsilon(1e-12));
 }
 }  // namespace
@@ -68,23 +72,20 @@ TEST_CASE("schedule map: a curve seen at fewer points than the map's own curves 
   model.lrSchedule = schedule("cosine:400");
   ap::PredictOptions own;
   own.recalibrated = false;
-  const auto quantilesMatch = [](const ap::Predictive& got, const ap::Predictive& want) {
-    for (double q : {0.05, 0.5, 0.95}) CHECK(got.quantile(q) == Approx(want.quantile(q)).epsilon(1e-12));
-  };
   // One point: the model's own predictive.
   const ap::Posterior one = ap::fitFast({{{80}, {0.62}, {1000}}}, model);
-  quantilesMatch(one.predictive(0, 400), one.predictive(0, 400, own));
+  checkQuantiles(one.predictive(0, 400), one.predictive(0, 400, own));
   // Three points: log a and log b at (3 - 1) / (6 - 1) of the map's, so a band between the two.
   const ap::Posterior three = ap::fitFast({{{20, 50, 80}, {0.52, 0.645, 0.675}, {1000, 1000, 1000}}}, model);
   const ap::Predictive raw = three.predictive(0, 400, own);
   const std::array<double, 2> full = map.at(0.2);
-  quantilesMatch(three.predictive(0, 400), raw.recalibrated(std::pow(full[0], 0.4), std::pow(full[1], 0.4)));
+  checkQuantiles(three.predictive(0, 400), raw.recalibrated(std::pow(full[0], 0.4), std::pow(full[1], 0.4)));
   CHECK(three.predictive(0, 400).sd() < raw.sd());
   CHECK(three.predictive(0, 400).sd() > raw.recalibrated(full[0], full[1]).sd());
   // Six points or more: the map in full.
   const ap::Posterior six =
       ap::fitFast({{{30, 40, 50, 60, 70, 80}, {0.58, 0.62, 0.645, 0.66, 0.67, 0.675}, std::vector<double>(6, 1000)}}, model);
-  quantilesMatch(six.predictive(0, 400), six.predictive(0, 400, own).recalibrated(full[0], full[1]));
+  checkQuantiles(six.predictive(0, 400), six.predictive(0, 400, own).recalibrated(full[0], full[1]));
 }
 
 TEST_CASE("schedule map: the MCMC reference applies the same map") {
