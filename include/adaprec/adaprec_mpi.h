@@ -225,7 +225,9 @@ int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step);
 /* One point of a candidate's branch: absolute step (the first point of every branch at the phase's
  * step, with the accuracy of the shared start; then increasing), validation accuracy in [0, 1], and
  * the branch's seconds per training step measured so far (the value given with the branch's last
- * point counts; 0 is allowed at the start point). */
+ * point counts; 0 is allowed at the start point). Every branch's start point must carry the same
+ * accuracy (the phase's one state, evaluated once): a start that differs from another candidate's is
+ * refused, since each candidate's gain is measured from its own start. */
 int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, const char *candidate, uint64_t step,
                                   double accuracy, double secondsPerStep);
 /* Optional: the trainer's learning rate at phase-relative steps 0 .. count-1 of this phase (up to the

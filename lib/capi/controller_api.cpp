@@ -269,6 +269,18 @@ extern "C" int AdaPrec_ControllerReportPoint(AdaPrec_Controller controller, cons
                                                        : " (steps must increase; the last was ")
                                    << (o.steps.empty() ? c.start : c.start + static_cast<std::uint64_t>(o.steps.back()))
                                    << ")");
+    // Every branch starts from the phase's one state, and each candidate's gain is measured from its
+    // own first point: starts that differ (a branch evaluated after a step, a state not restored, an
+    // evaluation on a random subset) would hand the lower start a gain it never made.
+    if (o.steps.empty()) {
+      for (const ctl::CandidateObservation& other : c.observations) {
+        ADAPREC_CHECK_ARG(other.accuracies.empty() || other.accuracies.front() == accuracy,
+                          "candidate " << candidate << ": start accuracy " << std::setprecision(17) << accuracy
+                                       << " differs from " << other.name << "'s " << other.accuracies.front()
+                                       << "; every branch starts from the phase's one state: evaluate it once "
+                                          "and report that value as each branch's first point");
+      }
+    }
     o.steps.push_back(relative);
     o.accuracies.push_back(accuracy);
     if (secondsPerStep > 0) o.secondsPerStep = secondsPerStep;

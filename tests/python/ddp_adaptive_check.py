@@ -340,6 +340,17 @@ def stand_in_checks():
         got = [controller.pruning_reason(c) for c in controller.candidates]
         check(got == reasons, f"table2 at {table2} s: reasons {got}, expected {reasons}")
         controller.close()
+    # A loop that evaluates each branch's start on its own (a random subset, a state not restored)
+    # and gets another value: refused, since each gain is measured from its own start.
+    controller = adaprec_torch.Controller(["fp32", "fp16"], total_steps=400)
+    controller.begin_phase(0)
+    controller.report("fp32", 0, 0.5, 0)
+    try:
+        controller.report("fp16", 0, 0.3, 0)
+        check(False, "a branch start differing from another's was accepted")
+    except adaprec.InvalidArgumentError as error:
+        check("differs from fp32's" in str(error), f"start mismatch message: {error}")
+    controller.close()
 
 
 def rng_digest():

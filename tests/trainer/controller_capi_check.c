@@ -169,6 +169,10 @@ int main(void) {
               "is not in [0, 1]");
   CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp16", 260, NAN, 0.2), ADAPREC_ERR_INVALID_ARGUMENT,
               "is not in [0, 1]");
+  /* A branch start that differs from another's: every branch starts from the phase's one state, and
+   * each gain is measured from its own start (fp16 from 0.3 would be credited 0.2 it never made). */
+  CHECK_ERROR(AdaPrec_ControllerReportPoint(c, "fp16", 260, 0.3, 0), ADAPREC_ERR_INVALID_ARGUMENT,
+              "start accuracy 0.29999999999999999 differs from fp32's 0.5");
   /* fp16 and table2 have no points in this phase. */
   CHECK_ERROR(AdaPrec_ControllerDecide(c, &d), ADAPREC_ERR_INVALID_ARGUMENT, "candidate fp16 has 0 point(s)");
   CHECK(AdaPrec_ControllerReportPoint(c, "fp16", 260, 0.5, 0) == ADAPREC_OK);
