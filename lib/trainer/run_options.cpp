@@ -480,6 +480,16 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.prune = o.prune;
     cc.minSpeedup = o.minSpeedup;
     cc.probeSteps = o.probeSteps;
+    // A phase begins only where its branches fit before the end (docs/trainer.md): options that leave
+    // no room for the first one make an fp32 run that only the log's "decisions":0 would tell apart.
+    if (rank == 0 && o.specStart + o.specSteps > trainer.totalSteps()) {
+      std::fprintf(stderr,
+                   "adaprec-train: warning: --format adaptive makes no decision in this run: its first phase "
+                   "(--spec-start %llu + --spec-steps %llu) does not fit before the end of training at step %llu; "
+                   "it trains in fp32 throughout\n",
+                   static_cast<unsigned long long>(o.specStart), static_cast<unsigned long long>(o.specSteps),
+                   static_cast<unsigned long long>(trainer.totalSteps()));
+    }
     ControllerHook controller(cc);
     r.final = trainer.train(&controller);
     r.controllerOverheadSeconds = controller.overheadSeconds();

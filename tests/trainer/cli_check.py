@@ -102,6 +102,14 @@ def check_single(train):
                f"exit {rc}:\n{err}")
     rc, _, err = run([train] + SMALL + ["--format", "adaptive", "--holdout", "100", "--candidates", "fp16,fp16"])
     expect("--candidates naming a format twice is refused", rc != 0 and "more than once" in err, f"exit {rc}:\n{err}")
+    # 400 images, 100 held out, batch 16: 18 steps. A first phase that cannot fit is said, not silent;
+    # one that fits says nothing.
+    for extra, warned in ((["--spec-start", "10", "--spec-steps", "9"], True), (["--spec-steps", "19"], True),
+                          (["--spec-steps", "4", "--spec-evals", "2"], False)):
+        rc, _, err = run([train] + SMALL + ["--format", "adaptive", "--holdout", "100"] + extra)
+        said = "makes no decision in this run" in err and "end of training at step 18" in err
+        expect(f"adaptive {' '.join(extra)}: {'warns' if warned else 'no warning'} that no phase fits",
+               rc == 0 and said == warned, f"exit {rc}:\n{err}")
 
 
 def trained_steps(train, work, extra):
