@@ -692,6 +692,14 @@ class AdaptivePrecision:
         self.total_steps = int(total_steps)
         self.candidates = list(candidates)
         self.speculative_steps = int(speculative_steps)
+        if self.speculative_steps > self.total_steps:
+            # A phase begins only where its branches fit before the end: without a word such a run would
+            # be the hook's initial format's (fp32's) run, with no decision and no record.
+            import warnings
+
+            warnings.warn(f"adaprec: AdaptivePrecision makes no decision: speculative_steps {self.speculative_steps} "
+                          f"do not fit in total_steps {self.total_steps}; training stays in the hook's format",
+                          stacklevel=2)
         self.eval_points = int(eval_points)
         if int(probe_steps) < 1:
             raise adaprec.InvalidArgumentError(f"adaprec: probe steps {probe_steps} must be >= 1")

@@ -514,6 +514,14 @@ def grad_and_buffer_checks():
         train_step(step)
     check((digest_of(model), grads_digest(model)) == first,
           "restore_grads=False: a zero-first train_step did not replay its branch exactly")
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, total_steps=8, speculative_steps=9)
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, total_steps=8, speculative_steps=8)
+    said = [str(w.message) for w in caught if "makes no decision" in str(w.message)]
+    check(len(said) == 1 and "speculative_steps 9 do not fit in total_steps 8" in said[0],
+          f"a driver whose branches cannot fit: warnings {said}")
     try:
         phase_driver(model, optimizer, state, train_step, evaluate, scheduler, restore_grads="no")
         check(False, "restore_grads='no' was accepted")
