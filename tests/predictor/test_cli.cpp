@@ -193,6 +193,16 @@ TEST_CASE("adaprec-predict --prior-runs learns the prior from finished runs", "[
   CHECK(width(a) < 0.7 * width(b));
   CHECK(a["predictions"][0]["q05"].get<double>() < 0.71);
   CHECK(a["predictions"][0]["q95"].get<double>() > 0.71);
+  // Up to the runs' horizon nothing is said; past it the band is an extrapolation (+-0.02 at 5x), said.
+  CHECK_FALSE(a.contains("warnings"));
+  CHECK(with.err.empty());
+  const Result past = run("--input - --at 1000,2000 --json --prior-runs " + corpus.string(), fresh);
+  REQUIRE(past.status == 0);
+  const nlohmann::json p = nlohmann::json::parse(past.out);
+  REQUIRE(p["warnings"].size() == 1);
+  CHECK(p["warnings"][0].get<std::string>().find("--at 2000 is past the --prior-runs horizon (step 1000") !=
+        std::string::npos);
+  CHECK(past.err.find("adaprec-predict: warning: --at 2000 is past") != std::string::npos);
 
   std::ofstream(corpus) << "run,step,value\n0,0,0.2\n0,10,1.5\n";
   const Result badCorpus = run("--input - --at 1000 --prior-runs " + corpus.string(), fresh);
