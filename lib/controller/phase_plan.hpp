@@ -53,6 +53,9 @@ struct ControllerConfig {
   // They are the start of its branch when it is speculated (at most speculativeSteps / evalPoints).
   std::uint64_t probeSteps = 3;
   void check() const;
+  // Whether a phase beginning at `step` has room for its branches before training ends at totalSteps
+  // (near the end the current choice simply runs out; adaprec-train warns when the first one cannot).
+  bool phaseFits(std::uint64_t step, std::uint64_t totalSteps) const { return step + speculativeSteps <= totalSteps; }
   // The index of fp32 among the candidates (the risk-aware rule's baseline), else 0. Throws
   // Error(kInvalidArgument) for a candidate that is no format or is "adaptive".
   std::size_t baseline() const;

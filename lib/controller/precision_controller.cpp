@@ -144,8 +144,7 @@ void PrecisionController::loadState(const std::string& state, SpeculativeTrainer
 }
 
 bool PrecisionController::beforeStep(SpeculativeTrainer& trainer) {
-  // A phase needs room for its branches; near the end the current choice simply runs out.
-  if (trainer.stepsDone() < nextPhase_ || trainer.stepsDone() + config_.speculativeSteps > trainer.totalSteps()) {
+  if (trainer.stepsDone() < nextPhase_ || !config_.phaseFits(trainer.stepsDone(), trainer.totalSteps())) {
     return false;
   }
   runPhase(trainer);

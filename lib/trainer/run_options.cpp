@@ -480,9 +480,9 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.prune = o.prune;
     cc.minSpeedup = o.minSpeedup;
     cc.probeSteps = o.probeSteps;
-    // A phase begins only where its branches fit before the end (docs/trainer.md): options that leave
-    // no room for the first one make an fp32 run that only the log's "decisions":0 would tell apart.
-    if (rank == 0 && o.specStart + o.specSteps > trainer.totalSteps()) {
+    // Options that leave no room for the first phase make an fp32 run that only the log's
+    // "decisions":0 would tell apart.
+    if (rank == 0 && !cc.phaseFits(cc.firstPhaseStep, trainer.totalSteps())) {
       std::fprintf(stderr,
                    "adaprec-train: warning: --format adaptive makes no decision in this run: its first phase "
                    "(--spec-start %llu + --spec-steps %llu) does not fit before the end of training at step %llu; "

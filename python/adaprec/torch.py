@@ -18,10 +18,12 @@ is gone are dropped, never handed to a new model whose parameters got the same i
 """
 
 import atexit
+import copy
 import os
 import queue
 import socket
 import threading
+import warnings
 import weakref
 
 import torch
@@ -563,7 +565,6 @@ def _copied_state(state_dict):
     """A deep copy of a scheduler's (or optimizer's) state_dict, entry by entry. Entries that cannot be
     copied are kept as they are: CyclicLR's state holds a WeakMethod to its own scale function (torch
     1.13: "cannot pickle 'WeakMethod' object"), a reference that training never changes."""
-    import copy
 
     out = {}
     for key, value in state_dict.items():
@@ -692,11 +693,9 @@ class AdaptivePrecision:
         self.total_steps = int(total_steps)
         self.candidates = list(candidates)
         self.speculative_steps = int(speculative_steps)
-        if self.speculative_steps > self.total_steps:
-            # A phase begins only where its branches fit before the end: without a word such a run would
-            # be the hook's initial format's (fp32's) run, with no decision and no record.
-            import warnings
-
+        if not self._phase_fits(0):
+            # Without a word such a run would be the hook's initial format's (fp32's) run, with no
+            # decision and no record.
             warnings.warn(f"adaprec: AdaptivePrecision makes no decision: speculative_steps {self.speculative_steps} "
                           f"do not fit in total_steps {self.total_steps}; training stays in the hook's format",
                           stacklevel=2)
@@ -725,12 +724,16 @@ class AdaptivePrecision:
         """The regular steps' numbers; phases run in between (their branch steps are not yielded)."""
         step = 0
         while step < self.total_steps:
-            if step >= self.next_phase and step + self.speculative_steps <= self.total_steps:
+            if step >= self.next_phase and self._phase_fits(step):
                 step = self.run_phase(step)
                 if step >= self.total_steps:
                     return
             yield step
             step += 1
+
+    def _phase_fits(self, step):
+        """Whether a phase beginning at `step` has room for its branches before total_steps."""
+        return step + self.speculative_steps <= self.total_steps
 
     def run_phase(self, start):
         """One phase from step `start`; returns the step training continues at (the chosen branch's end)."""
@@ -864,9 +867,6 @@ class AdaptivePrecision:
             return [float(schedule(start + s)) for s in range(count)]
         if schedule != "scheduler":
             return schedule_rates(schedule, start, count)
-        import copy
-        import warnings
-
         saved = _copied_state(self.scheduler.state_dict())
         groups = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
         rates = [float(self.optimizer.param_groups[0]["lr"])]
@@ -965,7 +965,6 @@ class AdaptivePrecision:
         """optimizer.load_state_dict(saved) keeping the optimizer's param_groups list, its group dicts,
         its state dict and each parameter's state dict (load_state_dict makes new ones): a loop that
         holds a group (g = optimizer.param_groups[0]; g["lr"] = ...) must keep steering the optimizer."""
-        import copy
 
         optimizer = self.optimizer
         group_list, groups = optimizer.param_groups, list(optimizer.param_groups)
@@ -993,7 +992,6 @@ class AdaptivePrecision:
 
     def snapshot(self, step=0):
         """The whole training state at `step` (copies: later training does not change it)."""
-        import copy
         import random
         import time
 
