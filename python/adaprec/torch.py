@@ -321,11 +321,15 @@ def _complete(future, reduce, buffer):
     try:
         reduce()
     except Exception as e:  # noqa: BLE001 - handed to DDP, which raises it in backward()
+        # Bound to a name of its own: Python deletes `e` when the except clause ends, and a closure over
+        # it raised NameError ("cannot access free variable 'e'") from future.wait()/value() instead.
+        error = e
+
         def raise_error(_):
-            raise e
+            raise error
 
         future._set_unwrap_func(raise_error)
-        future.set_result(_Failure(e))
+        future.set_result(_Failure(error))
     else:
         future.set_result(buffer)
 

@@ -186,6 +186,22 @@ def main():
                              f"expected {expected.__name__}")
             state.close()
             world.Barrier()
+    # The hook's future read in Python (a wrapper hook's wait() or then() callback) raises the same
+    # error; it raised NameError ("cannot access free variable 'e'") until 2026-12-06.
+    failed = torch.futures.Future()
+
+    def refused():
+        raise adaprec.MismatchError("ranks disagree")
+
+    adaprec_torch._complete(failed, refused, torch.zeros(2))
+    for read in ("wait", "value"):
+        try:
+            getattr(failed, read)()
+            check(False, f"a failed bucket's future.{read}() raised nothing")
+        except adaprec.MismatchError as e:
+            check("disagree" in str(e), f"future.{read}(): message {e}")
+        except Exception as e:  # noqa: BLE001 - reported as a failure
+            check(False, f"a failed bucket's future.{read}() raised {type(e).__name__}: {e}")
 
     # 5. Sparse gradients (nn.Embedding(sparse=True)) are refused on every rank with a line that says
     #    so (it used to tell a DDP user, who passed no tensor, to "pass tensor.to_dense()").
