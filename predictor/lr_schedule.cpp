@@ -201,6 +201,23 @@ bool LrSchedule::neverAnneals() const {
   return true;
 }
 
+double LrSchedule::zeroFrom() const {
+  switch (kind_) {
+    case Kind::kCosine:
+    case Kind::kPoly:
+      return total_;
+    case Kind::kFile: {
+      std::size_t first = lrs_.size();
+      while (first > 0 && lrs_[first - 1] == 0) --first;
+      return first < lrs_.size() ? steps_[first] : std::numeric_limits<double>::infinity();
+    }
+    case Kind::kConstant:
+    case Kind::kStep:
+      break;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
 std::array<double, 2> LrSchedule::areas(double step, double momentum) const {
   const int exponent = std::ilogb(peak());
   const std::array<double, 2> scaled = scaledAreas(step, momentum);

@@ -98,6 +98,11 @@ class LrSchedule {
   std::array<double, 2> scaledAreas(double step, double momentum) const;
   // Whether lr never decreases (constant, or a file without decreases): then S2 = 0 everywhere.
   bool neverAnneals() const;
+  // The first step from which lr is 0 for good (cosine and poly: TOTAL; a file: the first row of its
+  // final run of zero rows), +infinity when it never is (constant, step, a file ending above 0). Updates
+  // from there change nothing, so the model holds every curve flat after it: a curve observed past it
+  // that still moves was trained under another schedule (often TOTAL given in epochs, steps in steps).
+  double zeroFrom() const;
 
  private:
   enum class Kind { kConstant, kCosine, kPoly, kStep, kFile };

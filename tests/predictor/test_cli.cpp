@@ -263,6 +263,32 @@ TEST_CASE("adaprec-predict --method mcmc thins long curves and says so", "[predi
   CHECK((bad.out + bad.err).find("0 (all points) or an integer >= 10") != std::string::npos);
 }
 
+TEST_CASE("cli: curves observed past the schedule's rate of 0 are warned of, the forecast still given") {
+  // TOTAL in epochs on curves in steps: the rate is 0 from step 100 while the curves rise to step 400,
+  // and the model, which holds a curve flat at rate 0, cannot follow them (a silent low forecast before).
+  const Result epochs = run("--input {in} --at 1600 --lr-schedule cosine:100 --json", kTwoCurves);
+  REQUIRE(epochs.status == 0);
+  const nlohmann::json e = nlohmann::json::parse(epochs.out);
+  CHECK(e["predictions"].size() == 2);
+  REQUIRE(e["warnings"].size() == 2);  // one per curve
+  CHECK(e["warnings"][0].get<std::string>().find(
+            "curve 0 is observed up to step 400, past step 100 where --lr-schedule cosine:100 reaches a rate of 0") !=
+        std::string::npos);
+  CHECK(e["warnings"][1].get<std::string>().find("curve 1 is observed up to step 400") != std::string::npos);
+  CHECK(epochs.err.find("adaprec-predict: warning: curve 0 is observed up to step 400, past step 100") !=
+        std::string::npos);
+  const Result poly = run("--input {in} --at 1600 --lr-schedule poly:399:2", kTwoCurves);
+  CHECK(poly.err.find("past step 399") != std::string::npos);
+  // Curves that end at the rate's first 0 (an evaluation after the last update), or before it, or a
+  // schedule that never reaches 0, say nothing.
+  for (const char* spec : {"cosine:400", "cosine:1600:50", "poly:1600:1", "step:0.1:200", "constant"}) {
+    const Result fits = run(std::string("--input {in} --at 1600 --lr-schedule ") + spec, kTwoCurves);
+    INFO(spec << ": " << fits.err);
+    CHECK(fits.status == 0);
+    CHECK(fits.err.empty());
+  }
+}
+
 TEST_CASE("cli: --lr-schedule feeds the schedule-aware model; malformed specs exit 2 with one line") {
   const Result plain = run("--input {in} --at 1600", kTwoCurves);
   const Result cosine = run("--input {in} --at 1600 --lr-schedule cosine:1600", kTwoCurves);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numbers>
 #include <string>
 #include <unistd.h>
@@ -63,6 +64,24 @@ TEST_CASE("lr schedule: every form gives the documented rate") {
   CHECK(ap::LrSchedule::parse("step:1:10,20").neverAnneals());  // multiplied by 1: constant, no map
   CHECK_FALSE(ap::LrSchedule::parse("step:0.5:10").neverAnneals());
   CHECK_FALSE(cosine.neverAnneals());
+}
+
+TEST_CASE("lr schedule: zeroFrom is the first step of lr 0 for good") {
+  const double never = std::numeric_limits<double>::infinity();
+  CHECK(ap::LrSchedule::parse("cosine:100").zeroFrom() == 100.0);
+  CHECK(ap::LrSchedule::parse("cosine:110:10").zeroFrom() == 110.0);
+  CHECK(ap::LrSchedule::parse("poly:250:0.5").zeroFrom() == 250.0);
+  CHECK(ap::LrSchedule::parse("constant").zeroFrom() == never);
+  CHECK(ap::LrSchedule::parse("step:0.1:30,60").zeroFrom() == never);  // never reaches 0
+  CHECK(ap::LrSchedule::fromPoints({0, 100, 200, 300}, {0.1, 0.0, 0.05, 0.0}).zeroFrom() == 300.0);
+  CHECK(ap::LrSchedule::fromPoints({0, 100, 200, 300}, {0.1, 0.05, 0.0, 0.0}).zeroFrom() == 200.0);
+  CHECK(ap::LrSchedule::fromPoints({0, 100}, {0.1, 0.05}).zeroFrom() == never);
+  // At and after it the rate is 0; just before, it is not.
+  for (const char* spec : {"cosine:100", "cosine:110:10", "poly:250:0.5"}) {
+    const ap::LrSchedule s = ap::LrSchedule::parse(spec);
+    CHECK(s.lrAt(s.zeroFrom()) == Approx(0.0).margin(1e-15));
+    CHECK(s.lrAt(s.zeroFrom() - 1) > 0);
+  }
 }
 
 TEST_CASE("lr schedule: a subnormal peak is refused up front") {
