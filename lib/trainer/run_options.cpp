@@ -461,6 +461,18 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
                  static_cast<unsigned long long>(trainer.stepsPerEpoch()), trainer.reducer().name().c_str(),
                  o.format.c_str(), trainer.model().summary().c_str());
   }
+  // A schedule whose rate reaches 0 before the last step (TOTAL counted in epochs, steps in steps)
+  // trains the rest at rate 0, where an update changes nothing, and the controller forecasts every
+  // branch flat from there: said once, as the run is still what was asked for.
+  if (const auto& schedule = trainer.config().schedule.parsed;
+      rank == 0 && schedule && schedule->zeroFrom() < static_cast<double>(trainer.totalSteps())) {
+    std::fprintf(stderr,
+                 "adaprec-train: warning: --lr-schedule %s reaches a rate of 0 at step %.10g, before the end of "
+                 "training at step %llu: the steps from there change nothing; --lr-schedule counts steps "
+                 "(global steps, %llu an epoch here), not epochs\n",
+                 schedule->spec().c_str(), schedule->zeroFrom(), static_cast<unsigned long long>(trainer.totalSteps()),
+                 static_cast<unsigned long long>(trainer.stepsPerEpoch()));
+  }
   RunResult r;
 #ifdef ADAPREC_TRAINER_CONTROLLER
   if (adaptive) {

@@ -110,6 +110,15 @@ def check_single(train):
         said = "makes no decision in this run" in err and "end of training at step 18" in err
         expect(f"adaptive {' '.join(extra)}: {'warns' if warned else 'no warning'} that no phase fits",
                rc == 0 and said == warned, f"exit {rc}:\n{err}")
+    # 400 images, batch 16: 25 steps. A schedule at rate 0 before the end (TOTAL given in epochs) is
+    # said; one that ends with training, or never reaches 0, is not.
+    for spec, warned in (("cosine:1", True), ("poly:10:1", True), ("cosine:25", False), ("cosine:40:5", False),
+                         ("step:0.1:5", False)):
+        rc, _, err = run([train] + SMALL + ["--lr-schedule", spec])
+        said = f"--lr-schedule {spec} reaches a rate of 0 at step {spec.split(':')[1]}, before the end of training " \
+               "at step 25" in err
+        expect(f"--lr-schedule {spec}: {'warns' if warned else 'no warning'} of a rate of 0 before the end",
+               rc == 0 and said == warned and ("reaches a rate of 0" in err) == warned, f"exit {rc}:\n{err}")
 
 
 def trained_steps(train, work, extra):
