@@ -697,6 +697,7 @@ class AdaptivePrecision:
         self.total_steps = int(total_steps)
         self.candidates = list(candidates)
         self.speculative_steps = int(speculative_steps)
+        self._warn_if_schedule_ends_early()
         if not self._phase_fits(0):
             # Without a word such a run would be the hook's initial format's (fp32's) run, with no
             # decision and no record.
@@ -734,6 +735,22 @@ class AdaptivePrecision:
                     return
             yield step
             step += 1
+
+    def _warn_if_schedule_ends_early(self):
+        """A spec string whose rate is 0 for good before total_steps (TOTAL counted in epochs, the driver's
+        steps in steps) tells the predictor that every branch from there learns nothing: it forecasts them
+        flat and the decisions rest on that. Said once; the callable and "scheduler" forms give the real rates."""
+        if not isinstance(self.lr_schedule, str) or self.lr_schedule == "scheduler" or self.total_steps < 1:
+            return
+        if schedule_rates(self.lr_schedule, self.total_steps - 1, 1)[0] != 0:
+            return
+        rates = schedule_rates(self.lr_schedule, 0, self.total_steps)
+        zero = len(rates)
+        while zero > 0 and rates[zero - 1] == 0:
+            zero -= 1
+        warnings.warn(f"adaprec: lr_schedule {self.lr_schedule!r} reaches a rate of 0 at step {zero}, before "
+                      f"total_steps {self.total_steps}: the predictor forecasts every branch from there as learning "
+                      f"nothing; the spec counts the driver's steps, not epochs", stacklevel=3)
 
     def _phase_fits(self, step):
         """Whether a phase beginning at `step` has room for its branches before total_steps."""

@@ -522,6 +522,19 @@ def grad_and_buffer_checks():
     said = [str(w.message) for w in caught if "makes no decision" in str(w.message)]
     check(len(said) == 1 and "speculative_steps 9 do not fit in total_steps 8" in said[0],
           f"a driver whose branches cannot fit: warnings {said}")
+    # A spec whose rate is 0 before total_steps (TOTAL in epochs) is said once; callables, or a spec that
+    # ends with the run, are not.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, lr_schedule="cosine:2")
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, lr_schedule="poly:5:1")
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, lr_schedule="cosine:8")
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, lr_schedule="cosine:20:2")
+        phase_driver(model, optimizer, state, train_step, evaluate, scheduler, lr_schedule=lambda step: 0.0)
+    said = [str(w.message) for w in caught if "reaches a rate of 0" in str(w.message)]
+    check(len(said) == 2 and "'cosine:2' reaches a rate of 0 at step 2, before total_steps 8" in said[0]
+          and "'poly:5:1' reaches a rate of 0 at step 5" in said[1],
+          f"lr_schedule at rate 0 before total_steps: warnings {said}")
     try:
         phase_driver(model, optimizer, state, train_step, evaluate, scheduler, restore_grads="no")
         check(False, "restore_grads='no' was accepted")
