@@ -1,0 +1,59 @@
+#!/usr/bin/python3
+"""adaprec.controller in a loop that is not PyTorch's: imported with torch and mpi4py unavailable, it
+runs a whole phase (pruning, branches, decision, record) and reads the library's schedules.
+
+    ADAPREC_LIBRARY=build/lib/libadaprec.so PYTHONPATH=python controller_check.py
+
+Exit 0 when every check passes, 1 otherwise.
+"""
+import math
+import sys
+
+# A JAX, TensorFlow or numpy user may have neither: importing either now raises ImportError.
+sys.modules["torch"] = None
+sys.modules["mpi4py"] = None
+
+import adaprec  # noqa: E402
+from adaprec.controller import Controller, schedule_rates  # noqa: E402
+
+failures = []
+
+
+def check(ok, what):
+    print(f"{what:80s} {'ok' if ok else 'FAIL'}", flush=True)
+    if not ok:
+        failures.append(what)
+
+
+# fp16 is not shown 10 % faster than fp32 (it stands in for fp32 otherwise); table4 and table2 are.
+# Identical branches, so the faster gains more per second; table2 is pruned as not faster than table4.
+controller = Controller(["fp32", "fp16", "table4", "table2"], total_steps=2000, validation_images=1000,
+                        max_overhead=1)
+controller.begin_phase(100)
+controller.set_learning_rates(schedule_rates("cosine:2000", 100, 1901))
+for name, seconds in (("fp32", 0.100), ("fp16", 0.098), ("table4", 0.060), ("table2", 0.059)):
+    controller.report_step_samples(name, [seconds, seconds * 1.01, seconds * 0.99])
+speculated = [c for c in controller.candidates if controller.should_speculate(c)]
+check(speculated == ["fp32", "table4"], f"speculated {speculated}: fp32 and table4")
+check(controller.pruning_reason("table2") == "not_faster", "table2 pruned as not faster than table4")
+for name, seconds in (("fp32", 0.100), ("table4", 0.060)):
+    for k, step in enumerate(range(100, 121, 5)):
+        controller.report(name, step, 0.60 + 0.02 * math.sqrt(k), seconds)
+decision = controller.decide()
+check(decision["format"] == "table4", f"decision {decision['format']}: table4, as fast again and learning alike")
+check(decision["continuation_steps"] >= 1 and 0.6 <= decision["predicted_mean"] <= 1,
+      f"decision fields {decision}")
+record = controller.record()
+check(record.get("event") == "decision" and record.get("choice") == "table4", "record: the decision line")
+controller.close()
+
+check(schedule_rates("poly:10:1", 0, 3) == [1.0, 0.9, 0.8], "schedule_rates: poly:10:1 at steps 0..2")
+try:
+    schedule_rates("cosine:0", 0, 1)
+    check(False, "schedule_rates: cosine:0 accepted")
+except adaprec.InvalidArgumentError as error:
+    check("TOTAL must be a number > 0" in str(error), "schedule_rates: cosine:0 refused with one line")
+
+check("torch" not in sys.modules or sys.modules["torch"] is None, "torch was not imported")
+print(f"controller_check: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
