@@ -72,6 +72,8 @@ assert os.path.dirname(os.path.abspath(library)) == package, f"libadaprec loaded
 ctypes.CDLL(_install_paths.PRELOAD_LIBRARY)  # the preload library finds libadaprec beside it
 controller = _capi.controller_lib()  # libadaprec_controller (and the predictor it needs) inside the package
 assert os.path.dirname(os.path.abspath(controller._name)) == package, f"controller from {controller._name}"
+from adaprec.controller import Controller  # the torch-free controller module is installed too
+Controller(["fp32", "fp16"], total_steps=100).close()
 rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
 for fmt in ("fp32", "bf16"):
     grad = np.full(100_000, rank + 1, dtype=np.float32)
