@@ -190,8 +190,9 @@ typedef struct AdaPrec_ControllerOptions {
                                  a decision that confirms the previous one's choice (keeps it, or
                                  switches to a candidate not clearly better) doubles its continuation,
                                  up to 8x for 3 confirmations in a row (docs/trainer.md, "Back-off") */
-  uint64_t totalSteps;        /* the step training ends at (predictions stop there; a phase at or past
-                                 it predicts one step beyond its branches); 0: unknown */
+  uint64_t totalSteps;        /* the step training ends at, in optimizer steps (predictions stop there;
+                                 a phase whose branches reach past it predicts one step beyond them; a
+                                 phase cannot begin at or past it); 0: unknown */
   uint64_t validationImages;  /* images behind each accuracy (binomial noise in the fit); 0: unknown */
   double stepsPerEpoch;       /* for the record's "epoch" field only; 0: the record's epoch is 0 */
   int rule;                   /* ADAPREC_RULE_GAIN (default) or ADAPREC_RULE_RISK */
@@ -220,7 +221,9 @@ int AdaPrec_ControllerCreate(const char *const *candidates, size_t count,
 /* NULL is accepted. A freed handle is refused by every call (ADAPREC_ERR_INVALID_ARGUMENT) until a
  * later AdaPrec_ControllerCreate is given the same address. */
 int AdaPrec_ControllerFree(AdaPrec_Controller controller);
-/* Starts a phase whose branches all start at absolute step `step` (forgets the last phase's points). */
+/* Starts a phase whose branches all start at absolute step `step` (forgets the last phase's points).
+ * ADAPREC_ERR_INVALID_ARGUMENT, and the controller unchanged, when `step` is at or past a known
+ * totalSteps (no step left to choose for: usually totalSteps given in epochs). */
 int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint64_t step);
 /* One point of a candidate's branch: absolute step (the first point of every branch at the phase's
  * step, with the accuracy of the shared start; then increasing), validation accuracy in [0, 1], and

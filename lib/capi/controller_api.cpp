@@ -148,8 +148,8 @@ ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::Cont
     phase.speculationSeconds += phase.branchSeconds.back();
   }
   phase.observations = c.observations;
-  // totalSteps 0: the end is unknown. A phase at or past a known end predicts one step beyond its
-  // branches (remainingSteps 0), never as if the end were unknown.
+  // totalSteps 0: the end is unknown. A phase whose branches reach past a known end predicts one step
+  // beyond its branches, never as if the end were unknown (a phase cannot begin at or past the end).
   phase.remainingSteps = c.totalSteps == 0 ? std::numeric_limits<std::uint32_t>::max()
                                            : (c.totalSteps > c.start ? c.totalSteps - c.start : 0);
   // Branches that reach the end of training still get a decision (predicted one step beyond), as in
@@ -239,6 +239,12 @@ extern "C" int AdaPrec_ControllerBeginPhase(AdaPrec_Controller controller, uint6
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);
     checkStepsExact("step " + std::to_string(step), step);
+    // Nothing is left to decide for: such a phase predicted one step past its branches and decided on
+    // that, without a word. Its likely cause is total_steps in other units than the steps (epochs).
+    ADAPREC_CHECK_ARG(c.totalSteps == 0 || step < c.totalSteps,
+                      "a phase at step " << step << " begins at or past the end of training (total steps "
+                                         << c.totalSteps << "): no step is left to choose a format for; total "
+                                                            "steps counts optimizer steps, not epochs");
     beginPhase(c, step);
   });
 }

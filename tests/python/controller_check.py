@@ -47,6 +47,15 @@ record = controller.record()
 check(record.get("event") == "decision" and record.get("choice") == "table4", "record: the decision line")
 controller.close()
 
+# total_steps in epochs (30) with phases at optimizer steps: refused, not decided on a collapsed horizon.
+controller = Controller(["fp32", "fp16"], total_steps=30)
+try:
+    controller.begin_phase(100)
+    check(False, "a phase past total_steps accepted")
+except adaprec.InvalidArgumentError as error:
+    check("at or past the end of training (total steps 30)" in str(error), "a phase past total_steps refused")
+controller.close()
+
 check(schedule_rates("poly:10:1", 0, 3) == [1.0, 0.9, 0.8], "schedule_rates: poly:10:1 at steps 0..2")
 try:
     schedule_rates("cosine:0", 0, 1)

@@ -409,24 +409,29 @@ int main(void) {
     CHECK(AdaPrec_ControllerShouldSpeculate(p, "fp16", &yes) == ADAPREC_OK && yes == 1);
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
 
-    /* A phase at or past a known end of training predicts one step past its branches (it used to
-     * treat the end as unknown: 381 steps past it); the record's pruning_step_s is the median of the
-     * samples the pruning used, not the branch's later step time. */
+    /* A phase cannot begin at or past a known end of training (total steps given in epochs: it
+     * decided on a horizon of its own branches, without a word). One whose branches reach past the end
+     * predicts one step past its branches (it used to treat the end as unknown: 381 steps past it);
+     * the record's pruning_step_s is the median of the samples the pruning used, not the branch's
+     * later step time. */
     AdaPrec_ControllerDefaultOptions(&o);
     o.totalSteps = 1000;
     CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
-    CHECK(AdaPrec_ControllerBeginPhase(p, 1000) == ADAPREC_OK);
+    CHECK_ERROR(AdaPrec_ControllerBeginPhase(p, 1000), ADAPREC_ERR_INVALID_ARGUMENT,
+                "a phase at step 1000 begins at or past the end of training (total steps 1000)");
+    CHECK_ERROR(AdaPrec_ControllerBeginPhase(p, 5000), ADAPREC_ERR_INVALID_ARGUMENT, "not epochs");
+    CHECK(AdaPrec_ControllerBeginPhase(p, 999) == ADAPREC_OK);
     const double samples[3][3] = {{0.1, 0.11, 0.1}, {0.05, 0.05, 0.051}, {0.03, 0.031, 0.03}};
     for (int k = 0; k < 3; ++k) CHECK(AdaPrec_ControllerReportStepSamples(p, three[k], samples[k], 3) == ADAPREC_OK);
     for (int k = 2; k >= 0; --k) {
       CHECK(AdaPrec_ControllerShouldSpeculate(p, three[k], &yes) == ADAPREC_OK);
       if (!yes) continue;
       for (int s = 0; s <= 20; s += 10) {
-        CHECK(AdaPrec_ControllerReportPoint(p, three[k], 1000 + (uint64_t)s, curve(0.3, 0.3, 40, s), s ? 0.08 : 0) ==
+        CHECK(AdaPrec_ControllerReportPoint(p, three[k], 999 + (uint64_t)s, curve(0.3, 0.3, 40, s), s ? 0.08 : 0) ==
               ADAPREC_OK);
       }
     }
-    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK && d.predictedStep == 1021);
+    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK && d.predictedStep == 1020);
     size_t n = 0;
     char text[8192];
     CHECK(AdaPrec_ControllerDecisionRecord(p, text, sizeof text, &n) == ADAPREC_OK);
