@@ -99,8 +99,8 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   // chosen continuation runs to the end instead, and no phase speculates beyond maxOverhead. (At 1
   // Gbit/s second phases 100-130 steps before the end of a 296-step run cost 3-6 s, 30-40 % of what was
   // left; at 100 Mbit/s one began 21 steps before the end.) Only the chosen one, after the rule: the
-  // rule compares candidates over equal seconds, and a fast candidate's horizon stretched to the end
-  // would lower its rate (a concave curve) and let slow branches escape dominance.
+  // rule compares candidates over their planned (roughly equal) seconds, and a fast candidate's horizon
+  // stretched to the end would lower its rate (a concave curve) and let slow branches escape dominance.
   double& chosen = plan.continuations[plan.decision.choice];
   // The back-off, after the rule: the previous choice confirmed (kept, or left for a candidate that is
   // not clearly better), the continuation doubles (once more for every decision in a row before that

@@ -11,8 +11,9 @@
 //   3. continuation: training goes on from the end of the chosen candidate's own branch (its
 //      speculative steps are kept), in that precision, for at least continuationSteps and long enough
 //      that the abandoned speculation is at most maxOverhead of the phase's time; then back to 1.
-// Every candidate is judged over the continuation it would get (the same number of seconds for all,
-// hence more steps for a faster one), so "gain per second" compares candidates at equal wall time.
+// Every candidate is judged over the continuation it would get (roughly the same number of seconds
+// for all, hence more steps for a faster one; not equal: a slow candidate's own long branch shortens
+// its continuation, so it is judged over fewer seconds, a higher rate on a concave curve: docs/trainer.md).
 // Overhead = the abandoned branches + the evaluations + the fit; it is logged per decision and in total.
 // The other branches' error-feedback residuals are dropped at every branch switch.
 //
