@@ -37,8 +37,8 @@ struct ControllerConfig {
   double maxOverhead = 0.25;
   // Back-off: a decision that confirms the previous decision's choice (keeps it, or switches to a
   // candidate not clearly better: kClearImprovement) doubles its continuation (after the rule, which
-  // still compares candidates over their planned continuations), again for each decision in a row that confirms, at
-  // most this many times (2^3 = 8x); a clear switch starts over. A long run whose choice is settled then
+  // still compares candidates over their planned continuations), again for each decision in a row
+  // that confirms, at most this many times (2^3 = 8x); a clear switch starts over. A long run whose choice is settled then
   // speculates ever less often instead of spending up to maxOverhead of every phase (at 100 Mbit/s a
   // phase's abandoned branches cost 14-19 s, and late phases flip between table4 and table2 on noise).
   // 0: none; never with maxOverhead 1 (fixed phases).
