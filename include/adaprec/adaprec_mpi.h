@@ -247,6 +247,13 @@ int AdaPrec_ControllerSetLearningRates(AdaPrec_Controller controller, const doub
  * doubles; NULL only with count 0, which only checks the spec). ADAPREC_ERR_INVALID_ARGUMENT with a
  * one-line message for a malformed spec. Needs no controller. */
 int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t count, double *rates);
+/* The first step from which the schedule `spec`'s rate is 0 for good, written to *step: TOTAL for
+ * cosine:TOTAL[:WARMUP] and poly:TOTAL:POWER, the first step of a file: schedule's final run of zero
+ * rates, +infinity (HUGE_VAL) where the rate never reaches 0 (constant, step:, a file ending above 0).
+ * A trainer whose training runs past it (TOTAL counted in epochs, the steps in steps) tells the
+ * predictor that every branch from there learns nothing: adaprec-train and the Python driver warn.
+ * ADAPREC_ERR_INVALID_ARGUMENT with a one-line message for a malformed spec or a NULL pointer. */
+int AdaPrec_ControllerScheduleZeroFrom(const char *spec, double *step);
 /* Pruning (docs/trainer.md, "Pruning"): the trainer measures every candidate's seconds per step (a
  * few probe steps from the phase's state; the maximum over ranks) and reports them before any branch;
  * then, before running each branch (fastest first is best), it asks whether the branch is worth

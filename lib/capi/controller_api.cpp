@@ -318,6 +318,13 @@ extern "C" int AdaPrec_ControllerScheduleRates(const char* spec, uint64_t first,
   });
 }
 
+extern "C" int AdaPrec_ControllerScheduleZeroFrom(const char* spec, double* step) {
+  return guarded(__func__, [&] {
+    ADAPREC_CHECK_ARG(spec != nullptr && step != nullptr, "spec and step must not be NULL");
+    *step = adaprec::predictor::LrSchedule::parse(spec).zeroFrom();
+  });
+}
+
 namespace {
 
 void reportStepSamples(AdaPrec_ControllerObject& c, const char* candidate, std::vector<double> samples) {

@@ -173,6 +173,7 @@ def controller_lib():
             "AdaPrec_ControllerSetLearningRates": (ctypes.c_int, [c_ctrl, P(ctypes.c_double), ctypes.c_size_t]),
             "AdaPrec_ControllerScheduleRates": (
                 ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_size_t, P(ctypes.c_double)]),
+            "AdaPrec_ControllerScheduleZeroFrom": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_double)]),
             "AdaPrec_ControllerReportStepTime": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_double]),
             "AdaPrec_ControllerReportStepSamples": (ctypes.c_int, [c_ctrl, ctypes.c_char_p,
                                                                    P(ctypes.c_double), ctypes.c_size_t]),

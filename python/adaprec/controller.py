@@ -12,7 +12,7 @@ AdaptivePrecision, on them; a JAX, TensorFlow or numpy loop imports them from he
 
 import adaprec
 
-__all__ = ["Controller", "schedule_rates"]
+__all__ = ["Controller", "schedule_rates", "schedule_zero_from"]
 
 
 def _whole(name, value, least=0):
@@ -36,16 +36,43 @@ def schedule_rates(spec, first, count):
     from . import _capi
 
     first, count = _whole("first", first), _whole("count", count)
+    lib = _capi.controller_lib()
+    rates = (ctypes.c_double * max(count, 1))()
+    _check(lib, lib.AdaPrec_ControllerScheduleRates(_spec_bytes(spec), first, count, rates))
+    return list(rates[:int(count)])
+
+
+def schedule_zero_from(spec):
+    """The first step from which the schedule `spec`'s rate is 0 for good (the library's
+    AdaPrec_ControllerScheduleZeroFrom: TOTAL for cosine and poly, the start of a file: schedule's final
+    zeros), math.inf where it never reaches 0. A malformed spec raises adaprec.InvalidArgumentError."""
+    import ctypes
+
+    from . import _capi
+
+    lib = _capi.controller_lib()
+    step = ctypes.c_double()
+    _check(lib, lib.AdaPrec_ControllerScheduleZeroFrom(_spec_bytes(spec), ctypes.byref(step)))
+    return step.value
+
+
+def _spec_bytes(spec):
+    """A schedule spec for the C API: a NUL would cut it short there, so it is refused here."""
+    from . import _capi
+
     if "\0" in str(spec):
         raise adaprec.InvalidArgumentError(f"adaprec: lr schedule {str(spec)!r} contains a NUL character",
                                            _capi.ERR_INVALID_ARGUMENT)
-    lib = _capi.controller_lib()
-    rates = (ctypes.c_double * max(count, 1))()
-    code = lib.AdaPrec_ControllerScheduleRates(str(spec).encode(), first, count, rates)
+    return str(spec).encode()
+
+
+def _check(lib, code):
+    """Raises the library's last error as the adaprec exception of its code."""
+    from . import _capi
+
     if code != _capi.OK:
         message = lib.AdaPrec_ControllerLastError().decode(errors="replace")
         raise adaprec._ERRORS.get(code, adaprec.AdaPrecError)(message, code)
-    return list(rates[:int(count)])
 
 
 class Controller:
@@ -97,9 +124,7 @@ class Controller:
         self._handle = handle
 
     def _check(self, code):
-        if code != self._capi.OK:
-            message = self._lib.AdaPrec_ControllerLastError().decode(errors="replace")
-            raise adaprec._ERRORS.get(code, adaprec.AdaPrecError)(message, code)
+        _check(self._lib, code)
 
     def close(self):
         if getattr(self, "_handle", None):

@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 import adaprec
-from adaprec.controller import Controller, schedule_rates  # noqa: F401 - re-exported: part of this module's API
+from adaprec.controller import Controller, schedule_rates, schedule_zero_from  # noqa: F401 - re-exported: part of this module's API
 
 
 def init_process_group(backend="gloo", comm=None, **kwargs):
@@ -573,13 +573,11 @@ class AdaptivePrecision:
         flat and the decisions rest on that. Said once; the callable and "scheduler" forms give the real rates."""
         if not isinstance(self.lr_schedule, str) or self.lr_schedule == "scheduler" or self.total_steps < 1:
             return
-        if schedule_rates(self.lr_schedule, self.total_steps - 1, 1)[0] != 0:
+        # The library's answer (no scan of total_steps rates: 10**9 steps would have allocated 8 GB).
+        zero = schedule_zero_from(self.lr_schedule)
+        if zero >= self.total_steps:
             return
-        rates = schedule_rates(self.lr_schedule, 0, self.total_steps)
-        zero = len(rates)
-        while zero > 0 and rates[zero - 1] == 0:
-            zero -= 1
-        warnings.warn(f"adaprec: lr_schedule {self.lr_schedule!r} reaches a rate of 0 at step {zero}, before "
+        warnings.warn(f"adaprec: lr_schedule {self.lr_schedule!r} reaches a rate of 0 at step {zero:g}, before "
                       f"total_steps {self.total_steps}: the predictor forecasts every branch from there as learning "
                       f"nothing; the spec counts the driver's steps, not epochs", stacklevel=3)
 

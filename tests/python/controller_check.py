@@ -14,7 +14,7 @@ sys.modules["torch"] = None
 sys.modules["mpi4py"] = None
 
 import adaprec  # noqa: E402
-from adaprec.controller import Controller, schedule_rates  # noqa: E402
+from adaprec.controller import Controller, schedule_rates, schedule_zero_from  # noqa: E402
 
 failures = []
 
@@ -62,6 +62,13 @@ try:
     check(False, "schedule_rates: cosine:0 accepted")
 except adaprec.InvalidArgumentError as error:
     check("TOTAL must be a number > 0" in str(error), "schedule_rates: cosine:0 refused with one line")
+check(schedule_zero_from("cosine:2000") == 2000 and schedule_zero_from("step:0.5:10") == math.inf,
+      "schedule_zero_from: cosine:2000 at 2000, step: never")
+try:
+    schedule_zero_from("poly:10:1\0x")
+    check(False, "schedule_zero_from: a spec with a NUL accepted")
+except adaprec.InvalidArgumentError as error:
+    check("NUL" in str(error), "schedule_zero_from: a NUL refused")
 
 check("torch" not in sys.modules or sys.modules["torch"] is None, "torch was not imported")
 print(f"controller_check: {len(failures)} failure(s)")

@@ -147,6 +147,17 @@ int main(void) {
               "rates must not be NULL");
   CHECK_ERROR(AdaPrec_ControllerScheduleRates(NULL, 0, 0, NULL), ADAPREC_ERR_INVALID_ARGUMENT,
               "spec must not be NULL");
+  /* Where the rate is 0 for good (the end of a decay; never for constant and step:). */
+  double zero = -1;
+  CHECK(AdaPrec_ControllerScheduleZeroFrom("cosine:110:10", &zero) == ADAPREC_OK && zero == 110);
+  CHECK(AdaPrec_ControllerScheduleZeroFrom("poly:250:2", &zero) == ADAPREC_OK && zero == 250);
+  CHECK(AdaPrec_ControllerScheduleZeroFrom("step:0.1:30,60", &zero) == ADAPREC_OK && isinf(zero) && zero > 0);
+  CHECK(AdaPrec_ControllerScheduleZeroFrom("constant", &zero) == ADAPREC_OK && isinf(zero) && zero > 0);
+  zero = -1;
+  CHECK_ERROR(AdaPrec_ControllerScheduleZeroFrom("poly:0:2", &zero), ADAPREC_ERR_INVALID_ARGUMENT, "lr schedule 'poly:0:2'");
+  CHECK(zero == -1); /* untouched on an error */
+  CHECK_ERROR(AdaPrec_ControllerScheduleZeroFrom("cosine:100", NULL), ADAPREC_ERR_INVALID_ARGUMENT,
+              "must not be NULL");
 
   /* Errors: a code and a one-line message, never a crash or an exception. */
   uint64_t garbage[16] = {0};
