@@ -29,12 +29,16 @@
 #include <optional>
 #include <stdexcept>
 #include <set>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "adaprec/communicator.hpp"
 #include "adaprec/communicator_mpi.hpp"
 #include "adaprec/error.hpp"
 #include "../support/cuda_probe.hpp"
 #include "algorithm/auto_selector.hpp"
+#include "communicator/signature_hash.hpp"
 #include "gpu/cuda_device_codec.hpp"
 #include "transport/nccl_transport.hpp"
 #include "bench_options.hpp"
@@ -375,11 +379,40 @@ int runOnDevice(const BenchOptions& options, int worldRank) {
   return 0;
 }
 
+// Whether every rank was given the same arguments (argv[0] aside: the path may differ between nodes).
+// Ranks started with different ones (an MPMD launch, a per-rank wrapper script) time different sizes
+// and rows, and failed far from the cause (MPI_ERR_TRUNCATE in a baseline) or could wait for each other
+// for ever. Compared before parsing, so that every rank also parses alike: a usage error (exit 2) is
+// then every rank's. Rank 0 says which ranks differ and what it was given.
+bool sameCommandLine(int argc, char** argv, int worldRank, int worldSize) {
+  std::string line;
+  std::uint64_t hash = detail::kFnv1aStart;
+  for (int i = 1; i < argc; ++i) {
+    hash = detail::fnv1a(std::string_view(argv[i], std::strlen(argv[i]) + 1), hash);  // with its NUL: "a b" != "a" "b"
+    line += std::string(line.empty() ? "" : " ") + argv[i];
+  }
+  std::vector<std::uint64_t> hashes(static_cast<std::size_t>(worldSize));
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  std::string differing;
+  for (int r = 1; r < worldSize; ++r) {
+    if (hashes[static_cast<std::size_t>(r)] != hashes[0]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (differing.empty()) return true;
+  if (worldRank == 0) {
+    std::fprintf(stderr,
+                 "adaprec-bench: rank(s) %s were given other arguments than rank 0 (\"%s\"); every rank must run "
+                 "the same command line\n",
+                 differing.c_str(), line.c_str());
+  }
+  return false;
+}
+
 int run(int argc, char** argv) {
   int worldRank = 0;
   int worldSize = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
   MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  if (!sameCommandLine(argc, argv, worldRank, worldSize)) return 2;
   BenchOptions options;
   int exitCode = 0;
   if (!parseBenchOptions(argc, argv, worldRank == 0, options, exitCode)) return exitCode;

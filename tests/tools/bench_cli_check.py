@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Messages of adaprec-bench and adaprec-codec-bench for values they cannot use.
 
-    bench_cli_check.py ADAPREC_BENCH ADAPREC_CODEC_BENCH
+    bench_cli_check.py ADAPREC_BENCH ADAPREC_CODEC_BENCH [MPIRUN]
 
 Each case must fail (non-zero exit, no traceback, no bare `std::bad_alloc`, no CLI11 "not in range 0 to
 1.797...e308") with a message that names the option and says what is valid. Exits 77 when the benchmarks
@@ -104,6 +104,25 @@ def main():
     case("adaprec-codec-bench -n 1e11", [codec, "-n", "1e11", "-f", "fp16"], ["-n 100000000000", "GiB", "smaller -n"])
     case("adaprec-codec-bench -n 100000000000", [codec, "-n", "100000000000", "-f", "fp16"], ["smaller -n"])
     case("adaprec-codec-bench -r 0", [codec, "-r", "0", "-f", "fp16"], ["--reps", "integer in [1, 2147483647]"])
+    if len(sys.argv) > 3:  # mpirun: ranks given different arguments (an MPMD launch) are refused at once
+        mpi = [sys.argv[3], "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+        one = ["-n", "1", "-w", "0", "-b", "4", "-e", "4", "--formats", "fp16"]
+        # Before: the ranks timed different sizes and failed in the baseline with MPI_ERR_TRUNCATE.
+        case("adaprec-bench, ranks with different -e (MPMD)",
+             mpi + ["-np", "1", bench] + one + [":", "-np", "1", bench] + one[:-3] + ["1K", "--formats", "fp16"],
+             ["rank(s) 1 were given other arguments than rank 0", "-e 4", "same command line"], code=2)
+        # One rank's value is invalid: refused as a different command line, not a usage error on one rank
+        # while the other waits.
+        case("adaprec-bench, one rank with -n 0 (MPMD)",
+             mpi + ["-np", "2", bench] + one + [":", "-np", "1", bench, "-n", "0"] + one[2:],
+             ["rank(s) 2 were given other arguments", "same command line"], code=2)
+        proc = subprocess.run(mpi + ["-np", "2", bench] + one, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=120)
+        ok = proc.returncode == 0 and "fp16" in proc.stdout
+        print(f"{'adaprec-bench, 2 ranks with the same arguments run':60s} {'ok' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failures.append("mpirun same arguments")
+            print(proc.stdout[-1500:])
     # A good run still works (and the valid ones print no nan).
     proc = subprocess.run([codec, "-n", "1000", "-r", "1", "-f", "fp16"], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=120)
