@@ -67,16 +67,33 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   // The fit and the rule see the speculated candidates only; an unspeculated baseline enters the
   // risk-aware rule as the ceiling of its rate, or, stood in for, as its stand-in's curve (pruning.hpp).
   std::vector<std::size_t> speculated;
-  DecisionConfig fitConfig = dc;
-  fitConfig.horizons.clear();
   std::vector<CandidateObservation> observed;
   for (std::size_t c = 0; c < phase.observations.size(); ++c) {
     if (isPruned(phase, c)) continue;
     speculated.push_back(c);
     observed.push_back(phase.observations[c]);
-    fitConfig.horizons.push_back(dc.horizons[c]);
   }
   ADAPREC_CHECK_ARG(!speculated.empty(), "every candidate was pruned: nothing to decide on");
+  // The rule judges every speculated candidate over the same seconds: the shortest of their planned
+  // horizons (branch + continuation, in seconds), each candidate that many seconds of its own steps
+  // ahead (at least one step past its branch). Judged over its own planned horizon, a slow candidate,
+  // whose long branch leaves less abandoned speculation and so a shorter continuation, was judged over
+  // fewer seconds, and on a concave curve a shorter time is a higher mean rate: at 100 Mbit/s that
+  // chose fp16 (53.5 s) over fp8s and table4 (about 60 s), which win at equal seconds (docs/results.md).
+  // The shortest, so that no candidate is predicted beyond the horizon it was planned (nor beyond the
+  // end of training, which caps the plans). Dominance (pruning.cpp) still bounds a candidate by a perfect
+  // branch over its own planned horizon: at equal seconds a perfect branch would win every time.
+  plan.judgedSeconds = std::numeric_limits<double>::infinity();
+  for (std::size_t c : speculated) {
+    plan.judgedSeconds = std::min(plan.judgedSeconds, dc.horizons[c] * phase.observations[c].secondsPerStep);
+  }
+  const auto judgedHorizon = [&](std::size_t c) {
+    return std::max(static_cast<double>(config.speculativeSteps + 1),
+                    std::min(dc.horizons[c], plan.judgedSeconds / phase.observations[c].secondsPerStep));
+  };
+  DecisionConfig fitConfig = dc;
+  fitConfig.horizons.clear();
+  for (std::size_t c : speculated) fitConfig.horizons.push_back(judgedHorizon(c));
   const auto base = std::find(speculated.begin(), speculated.end(), dc.baseline);
   fitConfig.baseline = base == speculated.end() ? kNoBaseline : static_cast<std::size_t>(base - speculated.begin());
   const std::size_t stoodIn = !isPruned(phase, dc.baseline) || phase.pruned[dc.baseline] != kPrunedStoodIn
@@ -86,7 +103,7 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
                     config.candidates[dc.baseline] << " is marked " << kPrunedStoodIn << " but no branch stands in for it");
   if (stoodIn != kNoBaseline) {
     fitConfig.standIn = static_cast<std::size_t>(std::find(speculated.begin(), speculated.end(), stoodIn) - speculated.begin());
-    fitConfig.standInHorizon = dc.horizons[dc.baseline];
+    fitConfig.standInHorizon = judgedHorizon(dc.baseline);  // fp32 judged as it would be if run
     fitConfig.standInSecondsPerStep = phase.observations[dc.baseline].secondsPerStep;
   } else if (fitConfig.baseline == kNoBaseline) {
     fitConfig.baselineRateCeiling = rateCeiling(observed.front().accuracies.front(), dc.horizons[dc.baseline],
@@ -99,8 +116,8 @@ PhasePlan planPhase(const ControllerConfig& config, const PhaseMeasurements& pha
   // chosen continuation runs to the end instead, and no phase speculates beyond maxOverhead. (At 1
   // Gbit/s second phases 100-130 steps before the end of a 296-step run cost 3-6 s, 30-40 % of what was
   // left; at 100 Mbit/s one began 21 steps before the end.) Only the chosen one, after the rule: the
-  // rule compares candidates over their planned (roughly equal) seconds, and a fast candidate's horizon
-  // stretched to the end would lower its rate (a concave curve) and let slow branches escape dominance.
+  // rule compares candidates over equal seconds within their plans, and a fast candidate's horizon
+  // stretched to the end would let slow branches escape dominance (judged over their planned horizons).
   double& chosen = plan.continuations[plan.decision.choice];
   // The back-off, after the rule: the previous choice confirmed (kept, or left for a candidate that is
   // not clearly better), the continuation doubles (once more for every decision in a row before that
@@ -151,7 +168,8 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
   j["epoch"] = outcome.epoch;
   j["wall_s"] = outcome.wallSeconds;
   j["rule"] = decisionRuleName(config.rule);
-  j["horizon_steps"] = plan.decisionConfig.horizons[outcome.choice];  // the chosen candidate's prediction step (phase-relative)
+  j["horizon_steps"] = plan.decisionConfig.horizons[outcome.choice];  // the chosen candidate's planned horizon (phase-relative)
+  j["judged_s"] = plan.judgedSeconds;  // every speculated candidate predicted this many of its seconds ahead
   j["continuation_steps"] = outcome.continuationSteps;
   j["continuation_doublings"] = plan.doublings;  // by the back-off
   j["confirmed"] = plan.confirmed;  // the previous choice kept, or not clearly beaten

@@ -103,6 +103,9 @@ struct PhasePlan {
   // the back-off counts it.
   bool confirmed = false;
   unsigned doublings = 0;             // of the chosen continuation by the back-off
+  // The seconds over which the rule judged every speculated candidate (the shortest planned horizon in
+  // seconds; decisionConfig.horizons are the planned ones, the verdicts' horizonSteps the judged ones).
+  double judgedSeconds = 0;
   std::uint64_t continuationSteps() const {
     return static_cast<std::uint64_t>(continuations[decision.choice]);
   }

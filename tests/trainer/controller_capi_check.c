@@ -81,7 +81,9 @@ int main(void) {
   CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
   CHECK(strcmp(d.format, "fp16") == 0 && d.candidate == 1);
   CHECK(d.predictedMean > 0.2 && d.predictedMean < 1 && d.predictedSd > 0);
-  CHECK(d.continuationSteps == 100 && d.predictedStep == 130);
+  /* Every candidate planned 130 steps (fixed continuations) and judged over the shortest plan in
+     seconds, table2's 130 x 0.05 s: fp16 at 6.5 s / 0.1 s = 65 steps. */
+  CHECK(d.continuationSteps == 100 && d.predictedStep == 65);
   /* Rates that decay: the schedule-aware model, on the rates as points (the record says so). */
   char first[8192];
   size_t firstSize = 0;
@@ -89,7 +91,7 @@ int main(void) {
   CHECK(strstr(first, "\"lr_schedule\":\"points:3\"") != NULL);
   report_phase(c, 130, 0.45);
   CHECK(AdaPrec_ControllerDecide(c, &d) == ADAPREC_OK);
-  CHECK(strcmp(d.format, "fp16") == 0 && d.predictedStep == 130 + 130);
+  CHECK(strcmp(d.format, "fp16") == 0 && d.predictedStep == 130 + 65);
   CHECK(d.continuationSteps == 100); /* fixed phases: no back-off */
 
   /* The back-off (maxOverhead below 1): the second decision keeps fp16 and doubles its continuation. */
@@ -316,6 +318,39 @@ int main(void) {
       CHECK(AdaPrec_ControllerReportPoint(p, "table2", (uint64_t)s, curve(0.05, 0.8, 8, s), s ? 0.075 : 0) == ADAPREC_OK);
     }
     CHECK(AdaPrec_ControllerShouldSpeculate(p, "table4", &yes) == ADAPREC_OK && yes == 1);
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+  }
+
+  /* Every candidate judged over the same seconds (100 Mbit/s, 2026-12-06: the regret benchmark's seed
+   * 2). fp16, fp8s and table4 learn alike at 0.44, 0.30 and 0.24 s a step; a slow candidate abandons
+   * less speculation (its own branch is long), so its planned horizon is shorter in seconds: fp16 94
+   * steps (41 s), table4 205 steps (49 s). Judged over their own plans fp16 won on the concave curve
+   * (0.0175 against 0.0162 accuracy/s); over fp16's 41 s table4 reaches 172 steps and wins. */
+  {
+    const char *three[3] = {"fp16", "fp8s", "table4"};
+    const double stepSeconds[3] = {0.44, 0.30, 0.24};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.continuationSteps = 10;
+    o.totalSteps = 100000;
+    o.validationImages = 100000;
+    AdaPrec_Controller p = NULL;
+    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+    for (int k = 0; k < 3; ++k) {
+      for (int s = 0; s <= 20; s += 10) {
+        CHECK(AdaPrec_ControllerReportPoint(p, three[k], (uint64_t)s, curve(0.12, 0.8, 40, s), s ? stepSeconds[k] : 0) ==
+              ADAPREC_OK);
+      }
+    }
+    AdaPrec_Decision d;
+    CHECK(AdaPrec_ControllerDecide(p, &d) == ADAPREC_OK);
+    CHECK(strcmp(d.format, "table4") == 0);
+    char record[8192];
+    size_t size = 0;
+    CHECK(AdaPrec_ControllerDecisionRecord(p, record, sizeof record, &size) == ADAPREC_OK);
+    const char *judged = strstr(record, "\"judged_s\":");
+    CHECK(judged != NULL && fabs(atof(judged + 11) - 94 * 0.44) < 1e-9); /* fp16's planned seconds */
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }
 
