@@ -54,6 +54,19 @@ static void report_phase(AdaPrec_Controller c, uint64_t start, double base) {
   }
 }
 
+/* Three candidates on a long run (100000 steps) with short minimum continuations (10 steps), so that
+ * the max-overhead bound (default 0.25) sizes every continuation. */
+static AdaPrec_Controller long_run(const char *const names[3], uint64_t validationImages) {
+  AdaPrec_ControllerOptions o;
+  AdaPrec_ControllerDefaultOptions(&o);
+  o.continuationSteps = 10;
+  o.totalSteps = 100000;
+  o.validationImages = validationImages;
+  AdaPrec_Controller p = NULL;
+  CHECK(AdaPrec_ControllerCreate(names, 3, &o, &p) == ADAPREC_OK);
+  return p;
+}
+
 int main(void) {
   const char *candidates[3] = {"fp32", "fp16", "table2"};
   AdaPrec_ControllerOptions options;
@@ -300,13 +313,7 @@ int main(void) {
    * horizon 2.5x table2's, and its ceiling would fall below table2's lower bound. */
   {
     const char *three[3] = {"fp32", "table4", "table2"};
-    AdaPrec_ControllerOptions o;
-    AdaPrec_ControllerDefaultOptions(&o);
-    o.continuationSteps = 10;
-    o.totalSteps = 100000;
-    o.validationImages = 1000;
-    AdaPrec_Controller p = NULL;
-    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    AdaPrec_Controller p = long_run(three, 1000);
     CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.2) == ADAPREC_ERR_INVALID_ARGUMENT); /* no phase yet */
     CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
     CHECK(AdaPrec_ControllerReportStepTime(p, "fp32", 0.2) == ADAPREC_OK);
@@ -329,13 +336,7 @@ int main(void) {
   {
     const char *three[3] = {"fp16", "fp8s", "table4"};
     const double stepSeconds[3] = {0.44, 0.30, 0.24};
-    AdaPrec_ControllerOptions o;
-    AdaPrec_ControllerDefaultOptions(&o);
-    o.continuationSteps = 10;
-    o.totalSteps = 100000;
-    o.validationImages = 100000;
-    AdaPrec_Controller p = NULL;
-    CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+    AdaPrec_Controller p = long_run(three, 100000);
     CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
     for (int k = 0; k < 3; ++k) {
       for (int s = 0; s <= 20; s += 10) {
