@@ -9,9 +9,12 @@
 //               precise one (between nodes at 1 Gbit/s table2's step is table4's, and table2 was
 //               chosen on its branch's noise in 5 of 6 regret runs, ending below fp32's accuracy).
 //               The baseline itself is never pruned this way.
-//   dominated   even a perfect branch (accuracy 1 at its horizon) would score a lower rate (accuracy
-//               gained per second) than the lower bound (kDominanceZ sd below the predicted mean) of a
-//               branch already run. Speculating fastest first lets the fast branches prune the slow.
+//   dominated   even a perfect branch (accuracy 1 at its planned horizon) would score a lower rate
+//               (accuracy gained per second) than the lower bound (kDominanceZ sd below the predicted
+//               mean, as the rule judges it: over the run branches' common seconds) of a branch already
+//               run. Speculating fastest first lets the fast branches prune the slow. The ceiling is over
+//               the candidate's planned horizon, not the rule's common seconds, over which a perfect
+//               branch would always win.
 //   stood_in    the baseline (fp32) only: a candidate whose one quantization moves a value by at most
 //               kStandInRelativeError (fp16, 2^-11; not bf16's 2^-8, nor any block format) was
 //               speculated, shown faster than fp32 (not pruned as not_faster). Its branch is fp32's
