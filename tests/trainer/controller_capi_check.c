@@ -350,8 +350,9 @@ int main(void) {
     char record[8192];
     size_t size = 0;
     CHECK(AdaPrec_ControllerDecisionRecord(p, record, sizeof record, &size) == ADAPREC_OK);
-    const char *judged = strstr(record, "\"judged_s\":");
-    CHECK(judged != NULL && fabs(atof(judged + 11) - 94 * 0.44) < 1e-9); /* fp16's planned seconds */
+    const char *key = "\"judged_s\":";
+    const char *judged = strstr(record, key);
+    CHECK(judged != NULL && fabs(atof(judged + strlen(key)) - 94 * 0.44) < 1e-9); /* fp16's planned seconds */
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }
 
