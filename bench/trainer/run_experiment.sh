@@ -17,7 +17,8 @@
 # links shaped to RATE (e.g. 100mbit), with --algo twoshot over TCP, instead of 4 ranks on shared memory.
 # Needs root (network namespaces). ADAPREC_EXPERIMENT_PREFIX names the namespaces (default adaprec-exp).
 # Extra adaprec-train options can be passed in ADAPREC_EXPERIMENT_ARGS (e.g. "--train-limit 20000"),
-# the base learning rate in ADAPREC_EXPERIMENT_LR (default 0.02).
+# the base learning rate in ADAPREC_EXPERIMENT_LR (default 0.02) and the run length in
+# ADAPREC_EXPERIMENT_EPOCHS (default 2: 312 steps of 4 ranks x 32 images over the 20,000 images).
 set -u
 rate=""
 if [ "${1:-}" = "--vcluster" ]; then
@@ -43,7 +44,7 @@ else
   launcher=${ADAPREC_EXPERIMENT_MPIRUN:-"mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"}
   launcher="$launcher -np $ranks"
 fi
-common="--model cnn --batch 32 --lr ${ADAPREC_EXPERIMENT_LR:-0.02} --warmup 0.25 --epochs 2 --train-limit 20000 --eval-every 50 --eval-samples 2000"
+common="--model cnn --batch 32 --lr ${ADAPREC_EXPERIMENT_LR:-0.02} --warmup 0.25 --epochs ${ADAPREC_EXPERIMENT_EPOCHS:-2} --train-limit 20000 --eval-every 50 --eval-samples 2000"
 common="$common --spec-steps 20 --spec-evals 2 --phase-steps 100 --val-images 1000 --no-progress"
 echo "# $(date -u +%FT%TZ) ranks=$ranks vcluster=${rate:-no} common: $common ${ADAPREC_EXPERIMENT_ARGS:-}" >> "$out/commands.txt"
 for seed in $seeds; do
