@@ -14,6 +14,7 @@ ReductionMode ReductionTuner::nextMode(const std::string& key) const {
 }
 
 void ReductionTuner::record(double seconds, const std::string& key) {
+  if (paused_) stepsWhilePaused_ = true;
   if (decided_ || paused_ || ratios_.size() == kPairs) return;
   if (steps_ < kWarmupSteps) {
     ++steps_;
@@ -31,8 +32,12 @@ void ReductionTuner::record(double seconds, const std::string& key) {
 }
 
 void ReductionTuner::pause(bool paused) {
+  // The controller's hook pauses around every step's call into the controller, most of which run no
+  // phase: only steps run during the pause break a pending pair (until 2026-12-07 every pause dropped
+  // it, so with --format adaptive no pair was ever completed and auto never decided: sequential always).
+  if (!paused && stepsWhilePaused_) pendingKey_.reset();
+  if (!paused) stepsWhilePaused_ = false;
   paused_ = paused;
-  pendingKey_.reset();
 }
 
 bool ReductionTuner::readyToDecide() const { return !decided_ && ratios_.size() == kPairs; }

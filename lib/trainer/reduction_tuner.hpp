@@ -34,7 +34,8 @@ class ReductionTuner {
   // Trainer::step).
   void record(double seconds, const std::string& key = "");
   // While paused, every step runs sequential (or the decided mode) and none is measured; a pair
-  // pending when the pause begins is dropped (its overlapped half would run from another state).
+  // pending when the pause begins is dropped when a step ran during the pause (its overlapped half
+  // would run from another state), kept when none did.
   void pause(bool paused);
   // True once every pair is measured and no decision is taken yet: the caller agrees medianRatio()
   // across ranks and calls decide() with the agreed ratio, on every rank at the same step.
@@ -49,6 +50,7 @@ class ReductionTuner {
  private:
   std::size_t steps_ = 0;
   bool paused_ = false;
+  bool stepsWhilePaused_ = false;  // recorded since the pause began
   std::optional<std::string> pendingKey_;  // the format of the current pair's sequential step, if any
   double sequentialSeconds_ = 0;            // of the current pair
   std::vector<double> ratios_;

@@ -8,7 +8,8 @@
     residuals, and every logged number but the times), for fp32, fp16, table4+ef and a per-layer mix,
     with one call per layer and with fused buckets: the same calls, made while backward goes on; and
     auto (the default: the two alternated step by step, then the faster) == sequential too, its log
-    naming its choice and the measured ratio, rank 0 printing it once;
+    naming its choice and the measured ratio, rank 0 printing it once; and it decides under
+    --format adaptive too;
   * double buffering trains (every rank identical: the trainer's own hash check passes), differs from
     sequential (its updates are one step stale), sends the same bytes, and its final loss is finite;
   * a double-buffered run stopped at step 30 (a checkpoint with the last step's reduced gradients still
@@ -111,6 +112,19 @@ def main():
                        and last["reduction"].split(":")[1] in said[0]
                        and (last["reduction"] == "auto:overlap") == (last["reduction_ratio"] < 1),
                        f"{last}\n{said}")
+
+        # auto under the controller: its hook pauses the tuner around every step's call, and until
+        # 2026-12-07 each pause dropped the pending pair, so an adaptive run never decided (sequential
+        # throughout, its log saying "auto"). Phases every 24 steps leave continuations for the pairs.
+        code, out, log, ckpt = train_run(work, "auto-adaptive", [
+            "--format", "adaptive", "--candidates", "fp32,table4+ef", "--no-prune", "--spec-steps", "4",
+            "--spec-evals", "2", "--phase-steps", "20", "--max-overhead", "1", "--val-images", "200",
+            "--holdout", "200"])
+        last = [r for r in map(json.loads, open(log)) if r.get("event") == "eval"][-1] if code == 0 else {}
+        said = [line for line in out.splitlines() if "--reduction auto:" in line]
+        expect("auto decides under --format adaptive (a phase's pause keeps no pair from forming)",
+               code == 0 and last.get("reduction") in ("auto:overlap", "auto:sequential") and len(said) == 1,
+               f"{last}\n{out}")
 
         # Double buffering: trains, stale updates, same bytes, every rank identical (the trainer checks).
         code_s, out_s, log_s, ckpt_s = train_run(work, "db-seq", ["--format", "table4+ef", "--reduction", "sequential"])

@@ -272,6 +272,25 @@ TEST_CASE("reduction tuner: the controller's phases are not measured and run ali
   CHECK(tuner.nextMode("table2") == ReductionMode::kOverlap);
 }
 
+TEST_CASE("reduction tuner: a pause in which no step runs keeps the pending pair", "[tuner]") {
+  // The controller's hook pauses around its call before every step, and most calls run no phase.
+  // Dropping the pending pair at each of those pauses completed no pair: an adaptive run never decided.
+  ReductionTuner tuner;
+  for (std::size_t i = 0; i < ReductionTuner::kWarmupSteps; ++i) tuner.record(1.0, "table4");
+  for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
+    tuner.pause(true);
+    tuner.pause(false);
+    CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
+    tuner.record(0.100, "table4");
+    tuner.pause(true);
+    tuner.pause(false);
+    CHECK(tuner.nextMode("table4") == ReductionMode::kOverlap);
+    tuner.record(0.080, "table4");
+  }
+  REQUIRE(tuner.readyToDecide());
+  CHECK(tuner.medianRatio() == Approx(0.8));
+}
+
 TEST_CASE("reduction tuner: sequential unless overlap is strictly faster", "[tuner]") {
   for (double agreed : {1.0, 1.2}) {
     ReductionTuner tuner;
