@@ -186,7 +186,7 @@ typedef struct AdaPrec_ControllerObject *AdaPrec_Controller;
 typedef struct AdaPrec_ControllerOptions {
   uint64_t continuationSteps; /* at least this many steps after each decision (default 300) */
   double maxOverhead;         /* (0, 1]: continuations are lengthened until the abandoned branches are
-                                 at most this share of a phase's time (default 0.25; 1: fixed); below 1
+                                 at most this share of a phase's time (default 0.1; 1: fixed); below 1
                                  a decision that confirms the previous one's choice (keeps it, or
                                  switches to a candidate not clearly better) doubles its continuation,
                                  up to 8x for 3 confirmations in a row (docs/trainer.md, "Back-off") */

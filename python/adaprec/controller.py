@@ -82,7 +82,7 @@ class Controller:
 
     candidates: format specs; continuation_steps, max_overhead, rule ("gain" | "risk"), prune,
     min_speedup: as adaprec-train's --phase-steps, --max-overhead, --rule, --no-prune, --min-speedup,
-    None keeping the library's default (AdaPrec_ControllerDefaultOptions: 300, 0.25, "gain", True,
+    None keeping the library's default (AdaPrec_ControllerDefaultOptions: 300, 0.1, "gain", True,
     0.10); total_steps: where training ends (0: unknown); validation_images: images behind each
     accuracy (0: unknown); steps_per_epoch: for the record's epoch only."""
 
