@@ -14,7 +14,8 @@ ReductionMode ReductionTuner::nextMode(const std::string& key) const {
 }
 
 void ReductionTuner::record(double seconds, const std::string& key) {
-  if (paused_) stepsWhilePaused_ = true;
+  // A step during a pause breaks a pending pair (its overlapped half would run from another state).
+  if (paused_) pendingKey_.reset();
   if (decided_ || paused_ || ratios_.size() == kPairs) return;
   if (steps_ < kWarmupSteps) {
     ++steps_;
@@ -32,11 +33,10 @@ void ReductionTuner::record(double seconds, const std::string& key) {
 }
 
 void ReductionTuner::pause(bool paused) {
-  // The controller's hook pauses around every step's call into the controller, most of which run no
-  // phase: only steps run during the pause break a pending pair (until 2026-12-07 every pause dropped
-  // it, so with --format adaptive no pair was ever completed and auto never decided: sequential always).
-  if (!paused && stepsWhilePaused_) pendingKey_.reset();
-  if (!paused) stepsWhilePaused_ = false;
+  // The pause itself keeps a pending pair: the controller's hook pauses around its call before every
+  // step, most of which run no phase (until 2026-12-07 every pause dropped the pair, so with --format
+  // adaptive no pair was ever completed and auto never decided: sequential always). record() drops it
+  // when a step runs during the pause.
   paused_ = paused;
 }
 

@@ -50,7 +50,6 @@ class ReductionTuner {
  private:
   std::size_t steps_ = 0;
   bool paused_ = false;
-  bool stepsWhilePaused_ = false;  // recorded since the pause began
   std::optional<std::string> pendingKey_;  // the format of the current pair's sequential step, if any
   double sequentialSeconds_ = 0;            // of the current pair
   std::vector<double> ratios_;

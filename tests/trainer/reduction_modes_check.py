@@ -73,6 +73,14 @@ def final_state(directory):
     return step, states
 
 
+def auto_choice(out, log):
+    """A run's last evaluation record (its `reduction` and `reduction_ratio`) and the lines where rank 0
+    printed auto's choice."""
+    with open(log) as f:
+        last = [r for r in map(json.loads, f) if r.get("event") == "eval"][-1]
+    return last, [line for line in out.splitlines() if "--reduction auto:" in line]
+
+
 def train_run(work, name, extra):
     log = os.path.join(work, name + ".jsonl")
     ckpt = os.path.join(work, name)
@@ -102,10 +110,7 @@ def main():
                     expect(f"{mode} == sequential bit for bit: {fmt}, {bucketing}",
                            results[mode] == results["sequential"],
                            f"sequential {results['sequential'][0][-1]}\n{mode} {results[mode][0][-1]}")
-                out, log = outputs["auto"]
-                with open(log) as f:
-                    last = [r for r in map(json.loads, f) if r.get("event") == "eval"][-1]
-                said = [line for line in out.splitlines() if "--reduction auto:" in line]
+                last, said = auto_choice(*outputs["auto"])
                 expect(f"auto names its choice and ratio in the log and once on stderr: {fmt}, {bucketing}",
                        last.get("reduction") in ("auto:overlap", "auto:sequential")
                        and isinstance(last.get("reduction_ratio"), float) and len(said) == 1
@@ -116,12 +121,11 @@ def main():
         # auto under the controller: its hook pauses the tuner around every step's call, and until
         # 2026-12-07 each pause dropped the pending pair, so an adaptive run never decided (sequential
         # throughout, its log saying "auto"). Phases every 24 steps leave continuations for the pairs.
-        code, out, log, ckpt = train_run(work, "auto-adaptive", [
+        code, out, log, _ = train_run(work, "auto-adaptive", [
             "--format", "adaptive", "--candidates", "fp32,table4+ef", "--no-prune", "--spec-steps", "4",
             "--spec-evals", "2", "--phase-steps", "20", "--max-overhead", "1", "--val-images", "200",
             "--holdout", "200"])
-        last = [r for r in map(json.loads, open(log)) if r.get("event") == "eval"][-1] if code == 0 else {}
-        said = [line for line in out.splitlines() if "--reduction auto:" in line]
+        last, said = auto_choice(out, log) if code == 0 else ({}, [])
         expect("auto decides under --format adaptive (a phase's pause keeps no pair from forming)",
                code == 0 and last.get("reduction") in ("auto:overlap", "auto:sequential") and len(said) == 1,
                f"{last}\n{out}")
