@@ -271,6 +271,14 @@ int AdaPrec_ControllerReportStepTime(AdaPrec_Controller controller, const char *
  * few steps lands on several candidates. One sample each: the plain minSpeedup threshold. */
 int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const char *candidate, const double *seconds,
                                         size_t count);
+/* Whether the candidate's probe may stop (*settled 1) before the trainer's probe-step limit: every
+ * not_faster test it takes part in is decided by at least twice its margin and a 1.3x step-time ratio
+ * beyond the threshold, judged on the samples reported so far (report them after each probe round;
+ * a candidate not yet reported is left out). Never while no candidate has two samples. Probe the first
+ * round in any order and later rounds fastest first, asking before each step: the fast candidates'
+ * second samples give the spread that lets the slow ones stop after one (between nodes their probes
+ * were most of the first phase's overhead). Needs the candidate's own first sample. */
+int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char *candidate, int *settled);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
 /* Why AdaPrec_ControllerShouldSpeculate said no to the candidate in this phase: "not_faster",
  * "dominated" or "stood_in" (fp32, whose branch fp16's stands in for: said as soon as only those two

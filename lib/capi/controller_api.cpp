@@ -369,6 +369,18 @@ extern "C" int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller
   });
 }
 
+extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char* candidate, int* settled) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    const std::size_t i = candidateIndex(c, candidate);
+    ADAPREC_CHECK_ARG(settled != nullptr, "settled must not be NULL");
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    ADAPREC_CHECK_ARG(!c.stepSamples[i].empty(), "candidate " << candidate << " has no step time: report its first "
+                                                 "probe step (AdaPrec_ControllerReportStepSamples) first");
+    *settled = ctl::probeSettled(c.config, c.stepSamples, i) ? 1 : 0;
+  });
+}
+
 extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char* candidate, int* speculate) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);

@@ -173,14 +173,32 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   // machine lasting a few steps lands on several candidates' samples rather than on all of one
   // candidate's: probed back to back, a 0.6 s disturbance during fp32's three steps made compression
   // look 25 % faster on shared memory, and a phase that should have been skipped speculated
-  // (docs/results.md, "Regret").
+  // (docs/results.md, "Regret"). The first round goes in the candidates' order, the others fastest
+  // first, and a candidate whose verdicts more samples could not change stops (probeSettled): the
+  // fast ones' second samples give the spread that lets the slow ones stop after one. Each sample is
+  // agreed as it is taken, so every rank probes the same steps.
   std::vector<std::unique_ptr<TrainingState>> probed(n);
   if (config_.prune) {
     const std::uint64_t probe = std::min(config_.probeSteps, config_.speculativeSteps / config_.evalPoints);
     std::vector<double> probeSeconds(n, 0.0);
-    for (std::uint64_t round = 0; round < probe; ++round) {
+    // Every candidate's samples so far: an earlier phase's where it was measured, else this probe's.
+    const auto samplesSoFar = [&] {
+      std::vector<std::vector<double>> samples = stepSamples_;
       for (std::size_t c = 0; c < n; ++c) {
-        if (stepSeconds_[c] > 0) continue;
+        if (stepSeconds_[c] == 0) samples[c] = probeSamples[c];
+      }
+      return samples;
+    };
+    std::vector<std::size_t> order(n);
+    for (std::size_t c = 0; c < n; ++c) order[c] = c;
+    for (std::uint64_t round = 0; round < probe; ++round) {
+      if (round > 0) {  // every candidate has a sample
+        std::vector<double> medians;
+        for (const std::vector<double>& samples : samplesSoFar()) medians.push_back(median(samples));
+        order = speculationOrder(medians);
+      }
+      for (const std::size_t c : order) {
+        if (stepSeconds_[c] > 0 || (round > 0 && probeSettled(config_, samplesSoFar(), c))) continue;
         const double probeStart = now();
         if (round == 0) {
           if (!atBase) trainer.restore(*base);
@@ -189,7 +207,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
           trainer.restore(*probed[c]);
           apply(trainer, c, false);  // the probe's own residuals
         }
-        const std::vector<double> seconds = trainer.train(1);
+        const std::vector<double> seconds = agreedSamples(trainer, trainer.train(1));
         probeSamples[c].insert(probeSamples[c].end(), seconds.begin(), seconds.end());
         probed[c] = trainer.snapshot();
         probeSeconds[c] += now() - probeStart;
@@ -198,7 +216,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     }
     for (std::size_t c = 0; c < n; ++c) {
       if (stepSeconds_[c] > 0) continue;
-      setStepSamples(c, agreedSamples(trainer, probeSamples[c]));
+      setStepSamples(c, probeSamples[c]);  // each agreed when taken
       phase.branchSeconds[c] = trainer.maxOverRanks(probeSeconds[c]);
     }
     const std::vector<bool> notFaster = notFasterVerdicts(config_, stepSamples_);

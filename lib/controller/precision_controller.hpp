@@ -1,5 +1,6 @@
 // The AdaPrec speculative precision controller (`--format adaptive`). Training alternates phases:
-//   0. pruning (pruning.hpp): each candidate's step time is measured once (a few probe steps); a
+//   0. pruning (pruning.hpp): each candidate's step time is measured once (a few probe steps, fewer
+//      once its verdicts are settled); a
 //      candidate not enough faster than fp32, or dominated by a faster branch already run, gets no
 //      branch; when only one candidate is left to choose (fp32, or fp16 standing in for it) the phase is
 //      skipped (no branch, no evaluation, no decision) and training goes on in it;

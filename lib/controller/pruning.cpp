@@ -64,14 +64,38 @@ LogStepTimes logStepTimes(const ControllerConfig& config, const std::vector<std:
   return t;
 }
 
+// The test of c against `than` (both measured): c is shown faster when gap + margin <= 0.
+double testGap(const ControllerConfig& config, const LogStepTimes& t, std::size_t c, std::size_t than) {
+  return t.means[c] - t.means[than] - std::log1p(-config.minSpeedup);
+}
+double testMargin(const LogStepTimes& t, std::size_t c, std::size_t than) {
+  if (t.dof <= 0) return 0;  // no spread to pool (one sample each): the plain threshold
+  return fasterQuantile(t.dof) * std::sqrt(t.pooledVariance * (1 / t.counts[c] + 1 / t.counts[than]));
+}
+
 bool notShownFaster(const ControllerConfig& config, const LogStepTimes& t, std::size_t c, std::size_t than) {
   ADAPREC_CHECK_ARG(c < t.counts.size() && than < t.counts.size(), "candidate " << c << " or " << than << " of "
                                                                                  << t.counts.size());
   ADAPREC_CHECK_ARG(t.counts[c] > 0 && t.counts[than] > 0,
                     "no step time for " << config.candidates[t.counts[c] > 0 ? than : c]);
-  double margin = 0;  // no spread to pool (one sample each): the plain threshold
-  if (t.dof > 0) margin = fasterQuantile(t.dof) * std::sqrt(t.pooledVariance * (1 / t.counts[c] + 1 / t.counts[than]));
-  return t.means[c] - t.means[than] + margin > std::log1p(-config.minSpeedup);
+  return testGap(config, t, c, than) + testMargin(t, c, than) > 0;
+}
+
+// Bits per value of each candidate; 0 for a per-layer choice, which is compared with the baseline only.
+std::vector<unsigned> candidateBits(const ControllerConfig& config) {
+  std::vector<unsigned> bits(config.candidates.size(), 0);
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const FormatSpec spec = parseFormatSpec(config.candidates[i]);
+    if (spec.selection == Selection::kFixed) bits[i] = bitsPerElement(spec.format);
+  }
+  return bits;
+}
+
+// Whether notFasterVerdicts may test c against `than` (whether it does depends on `than` not being
+// pruned itself).
+bool mayBeTested(const std::vector<unsigned>& bits, std::size_t base, std::size_t c, std::size_t than) {
+  if (c == base || c == than) return false;
+  return than == base || (bits[c] > 0 && bits[than] > bits[c]);
 }
 
 }  // namespace
@@ -84,12 +108,7 @@ bool notShownFaster(const ControllerConfig& config, const std::vector<std::vecto
 std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::vector<std::vector<double>>& samples) {
   const std::size_t n = config.candidates.size();
   const std::size_t base = config.baseline();
-  // Bits per value; 0 for a per-layer choice, which is compared with the baseline only.
-  std::vector<unsigned> bits(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const FormatSpec spec = parseFormatSpec(config.candidates[i]);
-    if (spec.selection == Selection::kFixed) bits[i] = bitsPerElement(spec.format);
-  }
+  const std::vector<unsigned> bits = candidateBits(config);
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bits[a] > bits[b]; });
@@ -98,11 +117,29 @@ std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::v
   for (const std::size_t c : order) {
     if (c == base) continue;
     pruned[c] = notShownFaster(config, times, c, base);
-    for (std::size_t p = 0; p < n && !pruned[c] && bits[c] > 0; ++p) {
-      if (p != base && !pruned[p] && bits[p] > bits[c]) pruned[c] = notShownFaster(config, times, c, p);
+    for (std::size_t p = 0; p < n && !pruned[c]; ++p) {
+      if (p != base && !pruned[p] && mayBeTested(bits, base, c, p)) pruned[c] = notShownFaster(config, times, c, p);
     }
   }
   return pruned;
+}
+
+bool probeSettled(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c) {
+  const LogStepTimes t = logStepTimes(config, samples);
+  ADAPREC_CHECK_ARG(c < t.counts.size() && t.counts[c] > 0, "candidate " << c << " has no step time to settle");
+  if (t.dof <= 0) return false;
+  const std::size_t base = config.baseline();
+  const std::vector<unsigned> bits = candidateBits(config);
+  const auto settled = [&](std::size_t a, std::size_t than) {
+    const double gap = std::abs(testGap(config, t, a, than));
+    return gap >= kSettledMargins * testMargin(t, a, than) && gap >= std::log(kSettledRatio);
+  };
+  for (std::size_t d = 0; d < t.counts.size(); ++d) {
+    if (d == c || t.counts[d] == 0) continue;
+    if (mayBeTested(bits, base, c, d) && !settled(c, d)) return false;
+    if (mayBeTested(bits, base, d, c) && !settled(d, c)) return false;
+  }
+  return true;
 }
 
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep) {

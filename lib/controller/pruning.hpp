@@ -24,9 +24,12 @@
 //               new; fp32, slower on the same curve, could not be chosen. The risk-aware rule compares
 //               with fp32 as the stand-in's curve at fp32's horizon and step time
 //               (DecisionConfig::standIn).
-// Step times are measured once per candidate (ControllerConfig::probeSteps, interleaved across the
-// candidates, each sample the max over ranks) and replaced by the samples of every branch the
-// candidate runs; every input is agreed, so every rank prunes alike.
+// Step times are measured once per candidate (up to ControllerConfig::probeSteps, interleaved across
+// the candidates, each sample the max over ranks) and replaced by the samples of every branch the
+// candidate runs; every input is agreed, so every rank prunes alike. A candidate stops probing early
+// once more samples could not change a verdict it takes part in (probeSettled): between nodes the
+// slow formats' probes were most of the first phase's overhead (100 Mbit/s: fp32's, fp16's and fp8s's
+// 3.6 s of 5.2 s), spent to confirm gaps of 1.5-5x where the verdicts weigh 10 %.
 //
 // Why a test and not a threshold on medians: on a shared machine three-step medians scatter by
 // +-15 % where the true gap between fp32 and compression is ~5 %, so a fixed 10 % threshold was crossed
@@ -51,6 +54,13 @@ inline constexpr double kStandInRelativeError = 0x1p-11;
 // not_faster's confidence (one-sided) that a candidate's step is at least minSpeedup faster.
 inline constexpr double kFasterConfidence = 0.90;
 
+// probeSettled: a test is settled when its gap is at least kSettledMargins times its margin and at least
+// a step-time ratio of kSettledRatio beyond the threshold: the margin alone rests on a spread estimated
+// from a few samples, and a candidate's one sample may carry a one-off cost (the run's first step took
+// 1.27x the next ones at 100 Mbit/s, 2026-12-07).
+inline constexpr double kSettledMargins = 2.0;
+inline constexpr double kSettledRatio = 1.3;
+
 // The one-sided kFasterConfidence quantile of Student's t with dof (> 0) degrees of freedom.
 double fasterQuantile(double dof);
 
@@ -69,6 +79,12 @@ bool notShownFaster(const ControllerConfig& config, const std::vector<std::vecto
 // every candidate with more bits per value not pruned before it. Never the baseline; a per-layer
 // choice ("fastest", no bits of its own) only against the baseline.
 std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::vector<std::vector<double>>& samples);
+
+// True when candidate c (at least one sample) needs no more probe steps: every not_faster test it can
+// take part in (notFasterVerdicts' pairs: c against the baseline and the candidates with more bits per
+// value, and as the reference of the others), with every candidate measured so far (empty: not yet),
+// is settled (kSettledMargins, kSettledRatio). Never while no candidate has two samples (no spread).
+bool probeSettled(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c);
 
 // The median of step-time samples (not empty): a candidate's step time.
 double median(std::vector<double> seconds);

@@ -159,6 +159,16 @@ class Controller:
         self._check(self._lib.AdaPrec_ControllerReportStepSamples(self._handle, str(candidate).encode(), array,
                                                                   len(values)))
 
+    def probe_settled(self, candidate):
+        """Pruning: whether the candidate's probe may stop, its verdicts settled by the samples reported
+        so far (report_step_samples after each probe step; see AdaPrec_ControllerProbeSettled)."""
+        import ctypes
+
+        answer = ctypes.c_int(0)
+        self._check(self._lib.AdaPrec_ControllerProbeSettled(self._handle, str(candidate).encode(),
+                                                             ctypes.byref(answer)))
+        return bool(answer.value)
+
     def should_speculate(self, candidate):
         """Pruning: whether the candidate's branch is worth running now (False: pruned this phase)."""
         import ctypes

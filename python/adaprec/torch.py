@@ -601,9 +601,19 @@ class AdaptivePrecision:
             # Interleaved, as adaprec-train's: one step of each candidate per round, each from its own
             # state, so that a disturbance lasting a few steps lands on several candidates' samples
             # rather than on all of one's (a snapshot per probe step: probe_steps x the candidates).
+            # The first round in the candidates' order, the others fastest first, and a candidate whose
+            # verdicts more samples could not change stops (AdaPrec_ControllerProbeSettled). Each sample
+            # is the max over ranks as it is taken, so every rank probes the same steps.
             seconds = {c: [] for c in new}
             for r in range(probe):
-                for candidate in new:
+                if r == 1:  # from here on each probe step's sample is reported as it is taken
+                    for candidate in self.candidates:
+                        known = seconds[candidate] if candidate in seconds else self.step_samples[candidate]
+                        self.controller.report_step_samples(candidate, known)
+                round_order = new if r == 0 else sorted(new, key=lambda c: _median(seconds[c]))
+                for candidate in round_order:
+                    if r > 0 and self.controller.probe_settled(candidate):
+                        continue
                     if r == 0:
                         if not at_base:
                             self.restore(base)
@@ -611,9 +621,12 @@ class AdaptivePrecision:
                     else:
                         self.restore(probed[candidate][0])
                         self._apply(candidate, reset_feedback=False)  # the probe's own residuals
-                    seconds[candidate] += self._train(start + r, start + r + 1)
-                    probed[candidate] = (self.snapshot(start + r + 1), seconds[candidate])
+                    step = start + len(seconds[candidate])
+                    seconds[candidate] += self._agreed(self._train(step, step + 1))
+                    probed[candidate] = (self.snapshot(step + 1), seconds[candidate])
                     at_base = False
+                    if r > 0:
+                        self.controller.report_step_samples(candidate, seconds[candidate])
             for candidate in new:
                 self._set_step_samples(candidate, seconds[candidate])
             for candidate in self.candidates:
@@ -744,9 +757,8 @@ class AdaptivePrecision:
             self.hook_state.communicator.reset_feedback()
         self.current = candidate
 
-    def _set_step_samples(self, candidate, seconds):
-        """Keeps a candidate's step-time samples (each the max over ranks, so that every rank prunes on
-        the same numbers); returns their median."""
+    def _agreed(self, seconds):
+        """Each of the seconds, the max over ranks (the slowest rank sets a synchronous step's pace)."""
         import torch.distributed as dist
 
         samples = [float(s) for s in seconds]
@@ -754,6 +766,12 @@ class AdaptivePrecision:
             t = torch.tensor(samples, dtype=torch.float64, device=_process_group_device())
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             samples = [float(x) for x in t.tolist()]
+        return samples
+
+    def _set_step_samples(self, candidate, seconds):
+        """Keeps a candidate's step-time samples (each the max over ranks, so that every rank prunes on
+        the same numbers); returns their median."""
+        samples = self._agreed(seconds)
         self.step_samples[candidate] = samples
         self.step_seconds[candidate] = _median(samples)
         return self.step_seconds[candidate]

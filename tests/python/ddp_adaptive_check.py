@@ -326,6 +326,39 @@ def pruned_runs():
     state.close()
 
 
+def settled_probe_checks():
+    """The driver stops a probe once its verdicts are settled, as adaprec-train does: on an emulated slow
+    network (fp32 16x and fp16 8x table2+ef's step, by sleeping) fp32 probes one step of probe_steps=3,
+    fp16 at most two (one where table2+ef's two samples already show a narrow spread: four ranks on two
+    cores scatter them), table2+ef probes on until the spread is known; every rank probes the same
+    steps."""
+    import time
+
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    pace = {"fp32": 0.16, "fp16": 0.08, "table2+ef": 0.01}
+    trained = []
+
+    def slow_network(step):
+        trained.append(state.format)
+        time.sleep(pace[state.format])
+        train_step(step)
+
+    driver = adaprec_torch.AdaptivePrecision(
+        model, optimizer, state, slow_network, evaluate, total_steps=20, scheduler=scheduler,
+        candidates=["fp32", "fp16", "table2+ef"], speculative_steps=6, eval_points=2,
+        continuation_steps=100, validation_images=256, probe_steps=3)
+    for step in driver.steps():
+        slow_network(step)
+    first = driver.records[0]
+    samples = {c["name"]: len(c.get("pruning_samples_s", c.get("samples_s", []))) for c in first["candidates"]}
+    check(samples["fp32"] == 1 and samples["fp16"] <= 2 and samples["table2+ef"] >= 2,
+          f"settled probes: samples per candidate {samples} in {first}")
+    check(trained[:4] == ["fp32", "fp16", "table2+ef", "table2+ef"], f"probe order {trained[:6]}")
+    every = world.allgather(trained)
+    check(all(t == every[0] for t in every), "ranks probed different steps")
+    state.close()
+
+
 def stand_in_checks():
     # The library's verdicts through the driver's Controller: with fp32 and fp16 left (table2 not 10 %
     # faster than fp16), fp32 is stood in for before any branch, so the driver skips the phase in fp16.
@@ -636,6 +669,7 @@ def main():
     cyclic_scheduler_checks()
     adaptive_run()
     pruned_runs()
+    settled_probe_checks()
     stand_in_checks()
     branch_start_checks()
     train_mode_checks()

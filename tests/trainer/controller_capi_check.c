@@ -308,6 +308,34 @@ int main(void) {
       CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
     }
   }
+  /* A probe stops when its verdicts are settled (AdaPrec_ControllerProbeSettled), as adaprec-train's:
+   * at 100 Mbit/s (2026-12-07) fp32, fp16 and fp8s are 1.5-5x apart from the others once table4 and
+   * table2 have a second sample; table4 and table2, 1.2x apart, probe on. Nothing settles on one
+   * sample each (no spread). */
+  {
+    const char *five[5] = {"fp32", "fp16", "fp8s", "table4", "table2"};
+    const double first[5] = {0.7391, 0.3801, 0.2263, 0.1467, 0.1193};
+    const double table4[2] = {0.1467, 0.1388}, table2[2] = {0.1193, 0.1171};
+    AdaPrec_ControllerOptions o;
+    AdaPrec_ControllerDefaultOptions(&o);
+    o.totalSteps = 312;
+    AdaPrec_Controller p = NULL;
+    CHECK(AdaPrec_ControllerCreate(five, 5, &o, &p) == ADAPREC_OK);
+    int settled = -1;
+    CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "no phase is open");
+    CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
+    CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "no step time");
+    for (int k = 0; k < 5; ++k) CHECK(AdaPrec_ControllerReportStepSamples(p, five[k], &first[k], 1) == ADAPREC_OK);
+    CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", NULL), ADAPREC_ERR_INVALID_ARGUMENT, "NULL");
+    CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "bf16", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "bf16");
+    CHECK(AdaPrec_ControllerProbeSettled(p, "fp32", &settled) == ADAPREC_OK && settled == 0);
+    CHECK(AdaPrec_ControllerReportStepSamples(p, "table4", table4, 2) == ADAPREC_OK);
+    CHECK(AdaPrec_ControllerReportStepSamples(p, "table2", table2, 2) == ADAPREC_OK);
+    for (int k = 0; k < 5; ++k) {
+      CHECK(AdaPrec_ControllerProbeSettled(p, five[k], &settled) == ADAPREC_OK && settled == (k < 3));
+    }
+    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
+  }
   /* Continuations sized by the abandoned speculation (max overhead 0.25) on a long run: table4, 15 %
    * slower than table2 and learning alike, must not be dominated by table2's branch. Planned as if
    * only its probe were its own, table4 would get a continuation of table2's whole branch and a

@@ -238,7 +238,9 @@ TEST_CASE("pruning: the probes are interleaved, so a disturbance of a few steps 
   controller.beforeStep(trainer);
   CHECK(controller.decisions() == 0);
   CHECK(controller.skippedPhases() == 1);
-  const std::vector<std::string> rounds = {"fp32", "fp16", "table2", "fp32", "fp16", "table2", "fp32", "fp16", "table2"};
+  // The first round in the candidates' order, the others fastest first (table2, which the disturbance
+  // missed); no candidate settles early (the gaps are 0).
+  const std::vector<std::string> rounds = {"fp32", "fp16", "table2", "table2", "fp32", "fp16", "table2", "fp32", "fp16"};
   CHECK(trainer.trained == rounds);
   // fp32 goes on from its own probe's end: its 3 steps are training.
   CHECK(trainer.stepsDone() == 3);
@@ -373,6 +375,34 @@ TEST_CASE("pruning: on a slow network the fast branches dominate the slow ones, 
   // table4's branch kept its probe steps: 30 branch steps in all.
   CHECK(trainer.stepsDone() == 30);
   CHECK(trainer.format == "table4");
+  // The probes stop once the gaps are settled: fp32 and fp16 (10-20x table4's step) probe one step
+  // each, not probeSteps (3): table4's second sample gives the spread, and every verdict is clear.
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 1);
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 1);
+  CHECK(d["candidates"][0]["pruning_samples_s"].size() == 1);
+  CHECK(d["candidates"][2]["pruning_samples_s"].size() == 2);
+}
+
+TEST_CASE("pruning: a probe stops when more samples could not change a verdict it takes part in") {
+  const ControllerConfig config = pruningConfig({"fp32", "fp16", "fp8s", "table4", "table2"});
+  // The first probe round of a phase at 100 Mbit/s (2026-12-07; the first step of the run, fp32's,
+  // carries a one-off cost), and the second samples of the two fastest.
+  std::vector<std::vector<double>> slow = {{0.7391}, {0.3801}, {0.2263}, {0.1467, 0.1388}, {0.1193, 0.1171}};
+  // fp32, fp16 and fp8s are 1.5-5x apart from every candidate they are compared with: settled.
+  for (std::size_t c : {0, 1, 2}) CHECK(probeSettled(config, slow, c));
+  // table4 and table2 are 1.2x apart, within kSettledRatio of the 10 % threshold: more samples.
+  CHECK_FALSE(probeSettled(config, slow, 3));
+  CHECK_FALSE(probeSettled(config, slow, 4));
+  // No spread yet (one sample each): nothing is settled, however far apart.
+  CHECK_FALSE(probeSettled(config, {{0.7391}, {0.3801}, {0.2263}, {0.1467}, {0.1193}}, 0));
+  // A wide spread makes a 1.6x gap unsettled: fp16 against fp32 with steps scattered by +-30 %.
+  CHECK_FALSE(probeSettled(config, {{0.6}, {0.37}, {0.2263}, {0.1467, 0.2}, {0.1193, 0.08}}, 0));
+  // Shared memory: fp32's one sample 1.27x the others' (a one-off cost), the others equal and steady.
+  // The spread says settled; the ratio guard does not let one inflated sample settle the verdicts.
+  const ControllerConfig three = pruningConfig({"fp32", "fp16", "table2"});
+  CHECK_FALSE(probeSettled(three, {{0.0254}, {0.020, 0.020}, {0.020, 0.0201}}, 0));
+  CHECK_FALSE(probeSettled(three, {{0.0254}, {0.020, 0.020}, {0.020, 0.0201}}, 1));
+  CHECK_THROWS_AS(probeSettled(three, {{0.0254}, {}, {0.020, 0.0201}}, 1), Error);
 }
 
 TEST_CASE("pruning: a branch that learns nothing prunes nothing") {
