@@ -277,7 +277,9 @@ int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const cha
  * a candidate not yet reported is left out). Never while no candidate has two samples. Probe the first
  * round in any order and later rounds fastest first, asking before each step: the fast candidates'
  * second samples give the spread that lets the slow ones stop after one (between nodes their probes
- * were most of the first phase's overhead). Needs the candidate's own first sample. */
+ * were most of the first phase's overhead). Do not report the phase's first probe step (a run's first
+ * step carries one-off costs: 1.6x the next ones on shared memory). Needs the candidate's own first
+ * sample. */
 int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char *candidate, int *settled);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
 /* Why AdaPrec_ControllerShouldSpeculate said no to the candidate in this phase: "not_faster",

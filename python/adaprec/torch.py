@@ -602,18 +602,24 @@ class AdaptivePrecision:
             # state, so that a disturbance lasting a few steps lands on several candidates' samples
             # rather than on all of one's (a snapshot per probe step: probe_steps x the candidates).
             # The first round in the candidates' order, the others fastest first, and a candidate whose
-            # verdicts more samples could not change stops (AdaPrec_ControllerProbeSettled). Each sample
-            # is the max over ranks as it is taken, so every rank probes the same steps.
-            seconds = {c: [] for c in new}
+            # verdicts more samples could not change stops (AdaPrec_ControllerProbeSettled). The phase's
+            # first step is no sample (it carries the run's one-off costs, and a candidate may settle on
+            # one sample). Each sample is the max over ranks as it is taken, so every rank probes the
+            # same steps.
+            seconds = {c: [] for c in new}  # the samples
+            steps = {c: [] for c in new}  # every probe step's seconds, the first one's too
             for r in range(probe):
-                if r == 1:  # from here on each probe step's sample is reported as it is taken
-                    for candidate in self.candidates:
-                        known = seconds[candidate] if candidate in seconds else self.step_samples[candidate]
-                        self.controller.report_step_samples(candidate, known)
-                round_order = new if r == 0 else sorted(new, key=lambda c: _median(seconds[c]))
+                round_order = new if r == 0 else sorted(new, key=lambda c: _median(steps[c]))
                 for candidate in round_order:
-                    if r > 0 and self.controller.probe_settled(candidate):
+                    if len(steps[candidate]) >= probe:
                         continue
+                    if seconds[candidate]:  # the others' samples so far, reported as they were taken
+                        for other in self.candidates:
+                            known = seconds[other] if other in seconds else self.step_samples[other]
+                            if known:
+                                self.controller.report_step_samples(other, known)
+                        if self.controller.probe_settled(candidate):
+                            continue
                     if r == 0:
                         if not at_base:
                             self.restore(base)
@@ -621,12 +627,13 @@ class AdaptivePrecision:
                     else:
                         self.restore(probed[candidate][0])
                         self._apply(candidate, reset_feedback=False)  # the probe's own residuals
-                    step = start + len(seconds[candidate])
-                    seconds[candidate] += self._agreed(self._train(step, step + 1))
+                    step = start + len(steps[candidate])
+                    taken = self._agreed(self._train(step, step + 1))
+                    if not (at_base and probe >= 2):
+                        seconds[candidate] += taken
+                    steps[candidate] += taken
                     probed[candidate] = (self.snapshot(step + 1), seconds[candidate])
                     at_base = False
-                    if r > 0:
-                        self.controller.report_step_samples(candidate, seconds[candidate])
             for candidate in new:
                 self._set_step_samples(candidate, seconds[candidate])
             for candidate in self.candidates:
