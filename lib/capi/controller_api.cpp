@@ -369,12 +369,23 @@ extern "C" int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller
   });
 }
 
+namespace {
+
+// A pruning question about a candidate, asked while a phase is open: the candidate's index, once the
+// answer's pointer (named `what` in the error) is checked.
+std::size_t phaseQuestion(const AdaPrec_ControllerObject& c, const char* candidate, const int* answer, const char* what) {
+  const std::size_t i = candidateIndex(c, candidate);
+  ADAPREC_CHECK_ARG(answer != nullptr, what << " must not be NULL");
+  ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+  return i;
+}
+
+}  // namespace
+
 extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char* candidate, int* settled) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);
-    const std::size_t i = candidateIndex(c, candidate);
-    ADAPREC_CHECK_ARG(settled != nullptr, "settled must not be NULL");
-    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    const std::size_t i = phaseQuestion(c, candidate, settled, "settled");
     ADAPREC_CHECK_ARG(!c.stepSamples[i].empty(), "candidate " << candidate << " has no step time: report its first "
                                                  "probe step (AdaPrec_ControllerReportStepSamples) first");
     *settled = ctl::probeSettled(c.config, c.stepSamples, i) ? 1 : 0;
@@ -384,9 +395,7 @@ extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, con
 extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char* candidate, int* speculate) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);
-    const std::size_t i = candidateIndex(c, candidate);
-    ADAPREC_CHECK_ARG(speculate != nullptr, "speculate must not be NULL");
-    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    const std::size_t i = phaseQuestion(c, candidate, speculate, "speculate");
     if (!c.config.prune) {  // the header's "0: always yes", step times or not
       ADAPREC_CHECK_ARG(c.observations[i].steps.empty(), "candidate " << candidate << "'s branch was already reported");
       *speculate = 1;
