@@ -606,20 +606,18 @@ class AdaptivePrecision:
             # first step is no sample (it carries the run's one-off costs, and a candidate may settle on
             # one sample). Each sample is the max over ranks as it is taken, so every rank probes the
             # same steps.
-            seconds = {c: [] for c in new}  # the samples
+            seconds = {c: [] for c in new}  # the samples, each reported to the controller as it is taken
             steps = {c: [] for c in new}  # every probe step's seconds, the first one's too
+            for candidate in self.candidates:  # those an earlier phase measured
+                if candidate not in seconds:
+                    self.controller.report_step_samples(candidate, self.step_samples[candidate])
             for r in range(probe):
                 round_order = new if r == 0 else sorted(new, key=lambda c: _median(steps[c]))
                 for candidate in round_order:
                     if len(steps[candidate]) >= probe:
                         continue
-                    if seconds[candidate]:  # the others' samples so far, reported as they were taken
-                        for other in self.candidates:
-                            known = seconds[other] if other in seconds else self.step_samples[other]
-                            if known:
-                                self.controller.report_step_samples(other, known)
-                        if self.controller.probe_settled(candidate):
-                            continue
+                    if seconds[candidate] and self.controller.probe_settled(candidate):
+                        continue
                     if r == 0:
                         if not at_base:
                             self.restore(base)
@@ -631,6 +629,7 @@ class AdaptivePrecision:
                     taken = self._agreed(self._train(step, step + 1))
                     if not (at_base and probe >= 2):
                         seconds[candidate] += taken
+                        self.controller.report_step_samples(candidate, seconds[candidate])
                     steps[candidate] += taken
                     probed[candidate] = (self.snapshot(step + 1), seconds[candidate])
                     at_base = False

@@ -68,6 +68,16 @@ static AdaPrec_Controller long_run(const char *const names[3], uint64_t validati
   return p;
 }
 
+/* A controller with the default options for a run of totalSteps steps. */
+static AdaPrec_Controller with_defaults(const char *const *names, size_t count, uint64_t totalSteps) {
+  AdaPrec_ControllerOptions o;
+  AdaPrec_ControllerDefaultOptions(&o);
+  o.totalSteps = totalSteps;
+  AdaPrec_Controller p = NULL;
+  CHECK(AdaPrec_ControllerCreate(names, count, &o, &p) == ADAPREC_OK);
+  return p;
+}
+
 int main(void) {
   const char *candidates[3] = {"fp32", "fp16", "table2"};
   AdaPrec_ControllerOptions options;
@@ -284,12 +294,8 @@ int main(void) {
     const char *three[3] = {"fp32", "fp16", "table2"};
     const double fp32[3] = {0.023, 0.020, 0.017}, fp16[3] = {0.01615, 0.0152, 0.0228};
     const double table2[3] = {0.010, 0.0102, 0.0098};
-    AdaPrec_ControllerOptions o;
-    AdaPrec_ControllerDefaultOptions(&o);
-    o.totalSteps = 400;
     for (int samples = 1; samples >= 0; --samples) {
-      AdaPrec_Controller p = NULL;
-      CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+      AdaPrec_Controller p = with_defaults(three, 3, 400);
       CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
       int yes = -1;
       if (samples) {
@@ -316,11 +322,7 @@ int main(void) {
     const char *five[5] = {"fp32", "fp16", "fp8s", "table4", "table2"};
     const double first[5] = {0.7391, 0.3801, 0.2263, 0.1467, 0.1193};
     const double table4[2] = {0.1467, 0.1388}, table2[2] = {0.1193, 0.1171};
-    AdaPrec_ControllerOptions o;
-    AdaPrec_ControllerDefaultOptions(&o);
-    o.totalSteps = 312;
-    AdaPrec_Controller p = NULL;
-    CHECK(AdaPrec_ControllerCreate(five, 5, &o, &p) == ADAPREC_OK);
+    AdaPrec_Controller p = with_defaults(five, 5, 312);
     int settled = -1;
     CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "no phase is open");
     CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
@@ -391,11 +393,7 @@ int main(void) {
   {
     const char *three[3] = {"fp32", "fp16", "table2"};
     for (int table2Faster = 1; table2Faster >= 0; --table2Faster) {
-      AdaPrec_ControllerOptions o;
-      AdaPrec_ControllerDefaultOptions(&o);
-      o.totalSteps = 400;
-      AdaPrec_Controller p = NULL;
-      CHECK(AdaPrec_ControllerCreate(three, 3, &o, &p) == ADAPREC_OK);
+      AdaPrec_Controller p = with_defaults(three, 3, 400);
       int yes = -1;
       char reason[32] = "x";
       size_t n = 7;
