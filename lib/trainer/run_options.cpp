@@ -186,8 +186,9 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                                                 "fp32's and than a more precise candidate's")
       ->check(numberCheck(0, false, 1, true, false))
       ->capture_default_str();
-  app.add_option("--probe-steps", o.probeSteps, "--format adaptive: steps that measure each candidate's step time "
-                                                "(once per run; the start of its branch)")
+  app.add_option("--probe-steps", o.probeSteps, "--format adaptive: at most this many steps measure each candidate's "
+                                                "step time (once per run; fewer once its verdicts are settled; the "
+                                                "start of its branch)")
       ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--rule", o.rule, "--format adaptive: 'gain' (largest predicted accuracy gain per second) or "

@@ -481,8 +481,8 @@ class AdaptivePrecision:
 
     continuation_steps, max_overhead, rule, prune, min_speedup: as Controller's (None: the library's
     defaults). prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
-    "Pruning"): the first phase trains probe_steps steps of each candidate to measure its step time
-    (kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
+    "Pruning"): the first phase trains at most probe_steps steps of each candidate to measure its step
+    time (fewer once its verdicts are settled; kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
     faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
     fastest first); a phase where only fp32 is left runs no branch and no evaluation, and records
     {"event": "speculation_skipped", ...} instead of a decision.
