@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include "adaprec/error.hpp"
 #include "adaprec/predictor.hpp"
@@ -35,7 +36,83 @@ double probabilityPositive(double mu, double var) {
   return var > 0 ? 0.5 * std::erfc(-mu / std::sqrt(2 * var)) : (mu > 0 ? 1.0 : 0.0);
 }
 
+// The last few fits and the moments predicted from them, on this thread. A phase asks about the same
+// branches several times with the same inputs: dominance plans the phase before each candidate's
+// branch (pruning.cpp) and the decision plans it once more, and a fit of a few short curves with a
+// schedule (tens of thousands of components, each prediction a mapped integral over them) costs about
+// 0.1 s of a core, 0.2-0.4 s with four ranks on two cores (at 100 Mbit/s the first phase fitted five
+// times where two sets of curves were fitted). Keyed by every input exactly, so a hit returns what a
+// new fit would: the fit and the predictions are deterministic.
+class FitMemo {
+ public:
+  // The mean and sd of curve `curve` at `step` of the fit of (curves, learningRates).
+  std::pair<double, double> moments(const std::vector<predictor::Curve>& curves, const std::vector<double>& learningRates,
+                                    std::size_t curve, double step) {
+    Entry& e = entry(curves, learningRates);
+    for (const Moment& m : e.moments) {
+      if (m.curve == curve && m.step == step) return {m.mean, m.sd};
+    }
+    const predictor::Predictive p = e.posterior.predictive(curve, step);
+    e.moments.push_back({curve, step, p.mean(), p.sd()});
+    return {p.mean(), p.sd()};
+  }
+  bool scheduleMapped(const std::vector<predictor::Curve>& curves, const std::vector<double>& learningRates) {
+    return entry(curves, learningRates).mapped;
+  }
+  std::uint64_t fits() const { return fits_; }
+
+ private:
+  struct Moment {
+    std::size_t curve;
+    double step, mean, sd;
+  };
+  struct Entry {
+    std::vector<predictor::Curve> curves;
+    std::vector<double> learningRates;
+    predictor::Posterior posterior;
+    bool mapped = false;
+    std::vector<Moment> moments;
+  };
+  static constexpr std::size_t kEntries = 4;
+  std::deque<Entry> entries_;  // most recent first
+  std::uint64_t fits_ = 0;
+
+  static bool same(const std::vector<predictor::Curve>& a, const std::vector<predictor::Curve>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].steps != b[i].steps || a[i].values != b[i].values || a[i].sampleCounts != b[i].sampleCounts) return false;
+    }
+    return true;
+  }
+  Entry& entry(const std::vector<predictor::Curve>& curves, const std::vector<double>& learningRates) {
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->learningRates == learningRates && same(it->curves, curves)) {
+        if (it != entries_.begin()) {
+          Entry hit = std::move(*it);
+          entries_.erase(it);
+          entries_.push_front(std::move(hit));
+        }
+        return entries_.front();
+      }
+    }
+    predictor::ModelOptions model;
+    model.lrSchedule = phaseSchedule(learningRates);
+    predictor::Posterior posterior = predictor::fitFast(curves, model);
+    ++fits_;
+    entries_.push_front(Entry{curves, learningRates, std::move(posterior), model.appliedRecalibration() != nullptr, {}});
+    if (entries_.size() > kEntries) entries_.pop_back();
+    return entries_.front();
+  }
+};
+
+FitMemo& fitMemo() {
+  thread_local FitMemo memo;
+  return memo;
+}
+
 }  // namespace
+
+std::uint64_t decisionFits() { return fitMemo().fits(); }
 
 double probabilityRateExceeds(const CandidateVerdict& a, const CandidateVerdict& b) {
   return probabilityPositive(a.gain / a.seconds - b.gain / b.seconds,
@@ -73,33 +150,30 @@ Decision decide(const std::vector<CandidateObservation>& candidates, const Decis
     if (config.validationImages > 0) curve.sampleCounts.assign(c.steps.size(), config.validationImages);
     curves.push_back(std::move(curve));
   }
-  predictor::ModelOptions model;
-  model.lrSchedule = phaseSchedule(config.learningRates);
-  const predictor::Posterior posterior = predictor::fitFast(curves, model);
-
+  FitMemo& memo = fitMemo();
   Decision d;
-  if (model.lrSchedule) d.lrSchedule = model.lrSchedule->spec();
-  d.scheduleMap = model.appliedRecalibration() != nullptr;
+  if (const auto schedule = phaseSchedule(config.learningRates)) d.lrSchedule = schedule->spec();
+  d.scheduleMap = memo.scheduleMapped(curves, config.learningRates);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     // Mean and sd only: the rules read nothing else, and the quantiles predict() adds cost more than
     // the fit when the schedule's map applies (each a search over tens of thousands of components).
-    const predictor::Predictive p = posterior.predictive(i, horizonOf(i));
+    const auto [mean, sd] = memo.moments(curves, config.learningRates, i, horizonOf(i));
     CandidateVerdict v;
     v.name = candidates[i].name;
     v.horizonSteps = horizonOf(i);
-    v.predictedMean = p.mean();
-    v.predictedSd = p.sd();
-    v.gain = p.mean() - candidates[i].accuracies.front();
+    v.predictedMean = mean;
+    v.predictedSd = sd;
+    v.gain = mean - candidates[i].accuracies.front();
     v.seconds = horizonOf(i) * candidates[i].secondsPerStep;
     d.verdicts.push_back(v);
   }
   // The baseline judged by the stand-in's curve at the baseline's own horizon and step time.
   CandidateVerdict standInBase;
   if (hasStandIn) {
-    const predictor::Predictive p = posterior.predictive(config.standIn, config.standInHorizon);
-    standInBase.predictedMean = p.mean();
-    standInBase.predictedSd = p.sd();
-    standInBase.gain = p.mean() - candidates[config.standIn].accuracies.front();
+    const auto [mean, sd] = memo.moments(curves, config.learningRates, config.standIn, config.standInHorizon);
+    standInBase.predictedMean = mean;
+    standInBase.predictedSd = sd;
+    standInBase.gain = mean - candidates[config.standIn].accuracies.front();
     standInBase.seconds = config.standInHorizon * config.standInSecondsPerStep;
   }
   const CandidateVerdict* base = hasBaseline ? &d.verdicts[config.baseline] : hasStandIn ? &standInBase : nullptr;

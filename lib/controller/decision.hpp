@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,9 +90,15 @@ std::shared_ptr<const predictor::LrSchedule> phaseSchedule(const std::vector<dou
 double probabilityRateExceeds(const CandidateVerdict& a, const CandidateVerdict& b);
 
 // Throws Error(kInvalidArgument) on malformed observations (no candidates, unequal starts, ...).
+// Remembers the last few fits and predictions on the calling thread, keyed by every input exactly (a
+// phase plans itself before each branch and again to decide: decision.cpp), so a repeated call costs
+// no fit and returns what a new fit would.
 Decision decide(const std::vector<CandidateObservation>& candidates, const DecisionConfig& config);
 
 const char* decisionRuleName(DecisionRule rule);
 DecisionRule parseDecisionRule(const std::string& name);  // "gain" | "risk"
+
+// How many fits decide() has run on this thread (a call its memory answers runs none): for tests.
+std::uint64_t decisionFits();
 
 }  // namespace adaprec::controller

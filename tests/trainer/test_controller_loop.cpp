@@ -387,6 +387,19 @@ TEST_CASE("pruning: on a slow network the fast branches dominate the slow ones, 
   CHECK(d["candidates"][2]["pruning_samples_s"].size() == 2);
 }
 
+TEST_CASE("pruning: a phase fits each set of branches once") {
+  // table4's branch alone is planned three times: before fp16's branch and fp32's (both dominated)
+  // and to decide. One fit serves all three (decide's memory); each was a fit of its own before.
+  PrecisionController controller(slowNetworkConfig());
+  FakeTrainer trainer;
+  trainer.secondsOf = slowNetwork();
+  trainer.rateOf = {{"table4", 0.9}};  // a curve no other test fits (the memory is the thread's)
+  const std::uint64_t before = decisionFits();
+  controller.beforeStep(trainer);
+  REQUIRE(controller.decisions() == 1);
+  CHECK(decisionFits() - before == 1);
+}
+
 TEST_CASE("pruning: a probe stops when more samples could not change a verdict it takes part in") {
   const ControllerConfig config = pruningConfig({"fp32", "fp16", "fp8s", "table4", "table2"});
   // The first probe round of a phase at 100 Mbit/s (2026-12-07; the first step of the run, fp32's,
@@ -765,3 +778,4 @@ TEST_CASE("with a bound on the overhead, no phase begins that the end of trainin
   CHECK(decisions[5]["horizon_steps"] == 60);  // predicted, as every candidate, over its planned 50 steps
   CHECK(trainer.stepsDone() == 400);
 }
+

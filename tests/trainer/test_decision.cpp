@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <numbers>
+#include <thread>
 
 #include "adaprec/predictor.hpp"
 #include "controller/decision.hpp"
@@ -93,6 +94,47 @@ TEST_CASE("per-candidate horizons: equal continuation time means more steps for 
   CHECK_THROWS(decide(c, d));
   d.horizons = {150, 30};  // not beyond the observed steps
   CHECK_THROWS(decide(c, d));
+}
+
+TEST_CASE("decide() remembers its fits: the same inputs decide the same without a fit", "[trainer][controller]") {
+  std::vector<CandidateObservation> c = {curve("fp32", 0.5, 0.3, 40, 0.02), curve("fp16", 0.5, 0.3, 40, 0.01)};
+  DecisionConfig cfg = config(DecisionRule::kGainPerSecond);
+  cfg.learningRates.resize(200);
+  for (std::size_t i = 0; i < cfg.learningRates.size(); ++i) cfg.learningRates[i] = 0.1 * (1 + std::cos(std::numbers::pi * i / 200.0)) / 2;
+  const auto same = [](const Decision& a, const Decision& b) {
+    REQUIRE(a.verdicts.size() == b.verdicts.size());
+    CHECK(a.choice == b.choice);
+    for (std::size_t i = 0; i < a.verdicts.size(); ++i) {
+      CHECK(a.verdicts[i].predictedMean == b.verdicts[i].predictedMean);
+      CHECK(a.verdicts[i].predictedSd == b.verdicts[i].predictedSd);
+      CHECK(a.verdicts[i].score == b.verdicts[i].score);
+    }
+  };
+  std::uint64_t fits = decisionFits();
+  const Decision first = decide(c, cfg);
+  CHECK(decisionFits() == ++fits);
+  same(decide(c, cfg), first);
+  CHECK(decisionFits() == fits);
+  // Another horizon of the same curves: predicted anew from the same fit.
+  DecisionConfig longer = cfg;
+  longer.horizonSteps = 180;
+  CHECK(decide(c, longer).verdicts[0].predictedMean != first.verdicts[0].predictedMean);
+  CHECK(decisionFits() == fits);
+  // Any other input is a fit of its own: one accuracy one ulp away, the schedule.
+  std::vector<CandidateObservation> moved = c;
+  moved[1].accuracies[2] = std::nextafter(moved[1].accuracies[2], 1.0);
+  decide(moved, cfg);
+  CHECK(decisionFits() == ++fits);
+  DecisionConfig constant = cfg;
+  constant.learningRates.assign(200, 0.1);
+  decide(c, constant);
+  CHECK(decisionFits() == ++fits);
+  // The first inputs are still remembered, and give what a new fit gives (another thread's memory).
+  same(decide(c, cfg), first);
+  CHECK(decisionFits() == fits);
+  Decision fresh;
+  std::thread([&] { fresh = decide(c, cfg); }).join();
+  same(fresh, first);
 }
 
 TEST_CASE("malformed observations are rejected", "[trainer][controller]") {
