@@ -279,8 +279,8 @@ int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const cha
  * step: the fast candidates' second samples give the spread that lets the slow ones stop after one
  * (between nodes their probes were most of the first phase's overhead). Do not report the phase's
  * first probe step (a run's first step carries one-off costs: 1.6x the next ones on shared memory):
- * train it in the first candidate of that order, whose first sample then ends the first round (the
- * run's second step may carry one-off costs too). Needs the candidate's own first sample. */
+ * train it in the first candidate of that order, right before its first sample. Needs the candidate's
+ * own first sample. */
 int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char *candidate, int *settled);
 /* The order to probe the candidates in before any step is measured: fewest bits per value first (the
  * step expected cheapest; per-layer choices such as "fastest" last), ties in the candidates' order.

@@ -53,9 +53,8 @@ struct ControllerConfig {
   // still outscore the branches already run. Off: every candidate is speculated at every phase.
   bool prune = true;
   double minSpeedup = 0.10;
-  // Step-time samples each candidate takes, the first time the controller meets it (fewer once its
-  // verdicts are settled; the phase's first step, no sample, comes beyond them). They are the start of
-  // its branch when it is speculated (at most speculativeSteps / evalPoints steps in all).
+  // Steps each candidate trains, the first time the controller meets it, to measure its step time.
+  // They are the start of its branch when it is speculated (at most speculativeSteps / evalPoints).
   std::uint64_t probeSteps = 3;
   void check() const;
   // Whether a phase beginning at `step` has room for its branches before training ends at totalSteps

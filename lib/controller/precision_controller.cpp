@@ -179,11 +179,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   // agreed as it is taken, so every rank probes the same steps.
   std::vector<std::unique_ptr<TrainingState>> probed(n);
   if (config_.prune) {
-    // At most probeSteps samples a candidate, and at most stepLimit steps: a probed branch's first
-    // evaluation comes after them.
-    const std::uint64_t stepLimit = config_.speculativeSteps / config_.evalPoints;
-    const std::uint64_t probe = std::min(config_.probeSteps, stepLimit);  // rounds
-    const bool warmUpStep = stepLimit >= 2;
+    const std::uint64_t probe = std::min(config_.probeSteps, config_.speculativeSteps / config_.evalPoints);
     std::vector<double> probeSeconds(n, 0.0);
     // Every candidate's samples so far: an earlier phase's where it was measured, else this probe's.
     const auto samplesSoFar = [&] {
@@ -195,13 +191,12 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     };
     // The phase's first step is not a sample: it carries the run's one-off costs (1.6x the next steps
     // on shared memory, 1.25x at 100 Mbit/s, 2026-12-07), and a candidate may settle on one sample. The
-    // first candidate of the first round (firstProbeOrder: the cheapest) trains it, beyond its
-    // samples, and its first sample ends that round: the run's second step may carry one-off costs
-    // too (under PyTorch's DDP, whose buckets are rebuilt there, table2+ef's first sample read 30 ms
-    // against 22 when it was that step), and the cheapest candidate's samples are the ones that give
-    // the spread.
+    // first candidate of the first round (firstProbeOrder: the cheapest) trains it, and its first
+    // sample ends that round: the run's second step may carry one-off costs too (under PyTorch's DDP,
+    // whose buckets are rebuilt there, table2+ef's first sample read 30 ms against 22 when it was that
+    // step), and the cheapest candidate's samples are the ones that give the spread.
     std::vector<std::size_t> order = firstProbeOrder(config_);
-    if (warmUpStep && !order.empty()) order.push_back(order.front());
+    if (probe >= 2 && !order.empty()) order.push_back(order.front());
     std::vector<std::vector<double>> stepsSoFar(n);  // this phase's probe steps, sampled or not
     for (std::uint64_t round = 0; round < probe; ++round) {
       if (round > 0) {  // fastest first, by this probe's samples (an earlier phase's median)
@@ -212,7 +207,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
         order = speculationOrder(seconds);
       }
       for (const std::size_t c : order) {
-        if (stepSeconds_[c] > 0 || probeSamples[c].size() >= config_.probeSteps || stepsSoFar[c].size() >= stepLimit ||
+        if (stepSeconds_[c] > 0 || stepsSoFar[c].size() >= probe ||
             (!probeSamples[c].empty() && probeSettled(config_, samplesSoFar(), c))) {
           continue;
         }
@@ -224,7 +219,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
           trainer.restore(*probed[c]);
           apply(trainer, c, false);  // the probe's own residuals
         }
-        const bool warmUp = atBase && warmUpStep;  // the phase's first step (above)
+        const bool warmUp = atBase && probe >= 2;  // the phase's first step (above)
         const std::vector<double> seconds = agreedSamples(trainer, trainer.train(1));
         if (!warmUp) probeSamples[c].insert(probeSamples[c].end(), seconds.begin(), seconds.end());
         stepsSoFar[c].insert(stepsSoFar[c].end(), seconds.begin(), seconds.end());

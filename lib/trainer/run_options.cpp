@@ -188,7 +188,7 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
       ->capture_default_str();
   app.add_option("--probe-steps", o.probeSteps, "--format adaptive: at most this many steps measure each candidate's "
                                                 "step time (once per run; fewer once its verdicts are settled; the "
-                                                "start of its branch; the phase's first step, no sample, beyond them)")
+                                                "start of its branch)")
       ->check(atLeast(1))
       ->capture_default_str();
   app.add_option("--rule", o.rule, "--format adaptive: 'gain' (largest predicted accuracy gain per second) or "

@@ -482,8 +482,7 @@ class AdaptivePrecision:
     continuation_steps, max_overhead, rule, prune, min_speedup: as Controller's (None: the library's
     defaults). prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
     "Pruning"): the first phase trains at most probe_steps steps of each candidate to measure its step
-    time (fewer once its verdicts are settled; kept as the start of its branch; the phase's first step,
-    no sample, comes beyond them, in the candidate with the fewest bits); a candidate is not speculated when its step is not min_speedup
+    time (fewer once its verdicts are settled; kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
     faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
     fastest first); a phase where only fp32 is left runs no branch and no evaluation, and records
     {"event": "speculation_skipped", ...} instead of a decision.
@@ -597,11 +596,7 @@ class AdaptivePrecision:
         probed = {}  # candidate -> (state after its probe steps, their seconds)
         order = list(self.candidates)
         if self.prune:
-            # At most probe_steps samples a candidate and step_limit steps (a probed branch's first
-            # evaluation comes after them); the phase's first step is beyond the samples.
-            step_limit = self.speculative_steps // self.eval_points
-            probe = min(self.probe_steps, step_limit)  # rounds
-            warm_up_step = step_limit >= 2
+            probe = min(self.probe_steps, self.speculative_steps // self.eval_points)
             new = [c for c in self.candidates if c not in self.step_samples]
             # Interleaved, as adaprec-train's: one step of each candidate per round, each from its own
             # state, so that a disturbance lasting a few steps lands on several candidates' samples
@@ -619,12 +614,12 @@ class AdaptivePrecision:
                 if candidate not in seconds:
                     self.controller.report_step_samples(candidate, self.step_samples[candidate])
             first_order = [c for c in self.controller.first_probe_order() if c in steps]
-            if warm_up_step and first_order:
+            if probe >= 2 and first_order:
                 first_order.append(first_order[0])
             for r in range(probe):
                 round_order = first_order if r == 0 else sorted(new, key=lambda c: _median(seconds[c] or steps[c]))
                 for candidate in round_order:
-                    if len(seconds[candidate]) >= self.probe_steps or len(steps[candidate]) >= step_limit:
+                    if len(steps[candidate]) >= probe:
                         continue
                     if seconds[candidate] and self.controller.probe_settled(candidate):
                         continue
@@ -637,7 +632,7 @@ class AdaptivePrecision:
                         self._apply(candidate, reset_feedback=False)  # the probe's own residuals
                     step = start + len(steps[candidate])
                     taken = self._agreed(self._train(step, step + 1))
-                    if not (at_base and warm_up_step):  # the phase's first step: no sample
+                    if not (at_base and probe >= 2):  # the phase's first step: no sample
                         seconds[candidate] += taken
                         self.controller.report_step_samples(candidate, seconds[candidate])
                     steps[candidate] += taken

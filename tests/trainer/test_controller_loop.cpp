@@ -213,11 +213,10 @@ TEST_CASE("pruning: where no candidate is faster than fp32, the phases speculate
   CHECK(skipped[0]["candidates"][1]["pruned"] == "not_faster");  // 5 % faster: under min speedup 10 %
   CHECK(skipped[0]["candidates"][2]["pruned"] == "not_faster");
   CHECK_FALSE(skipped[0]["candidates"][0].contains("pruned"));
-  // Only the first phase probes (3 samples per candidate, one train() call each, interleaved; table2,
-  // the fewest bits, also trains the phase's first step, which is no sample); no evaluation, no branch
-  // ever.
+  // Only the first phase probes (3 steps per candidate, one train() call each, interleaved); no
+  // evaluation, no branch ever.
   CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 3);
-  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 4);
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 3);
   CHECK(trainer.format == "fp32");
   // 400 steps of training: fp32's probe steps are training; the others' 6 are thrown away, so the
   // run learnt exactly what 400 fp32 steps learn.
@@ -245,10 +244,9 @@ TEST_CASE("pruning: the probes are interleaved, so a disturbance of a few steps 
   // The first round fewest bits first: table2's first step, the phase's first, is no sample
   // (probeSettled may settle on one sample, and the run's first step carries one-off costs), then fp16,
   // fp32 (disturbed) and table2's first sample (disturbed), which ends the round. The others fastest
-  // first, ties in the candidates' order: fp16, fp32, table2; fp16, fp32, table2. Nothing is settled
-  // between equal candidates: all probe to the limit, 3 samples each.
-  const std::vector<std::string> rounds = {"table2", "fp16", "fp32", "table2", "fp16",
-                                           "fp32", "table2", "fp16", "fp32", "table2"};
+  // first, ties in the candidates' order: fp16, fp32, table2 (its third step: the limit); fp16, fp32.
+  // Nothing is settled between equal candidates: all probe to the limit.
+  const std::vector<std::string> rounds = {"table2", "fp16", "fp32", "table2", "fp16", "fp32", "table2", "fp16", "fp32"};
   CHECK(trainer.trained == rounds);
   // fp32 goes on from its own probe's end: its 3 steps are training.
   CHECK(trainer.stepsDone() == 3);
@@ -312,11 +310,10 @@ TEST_CASE("pruning: with only fp32 and fp16 left, fp16 goes on without a branch 
       CHECK_FALSE(p["candidates"][1].contains("pruned"));
       CHECK(p["candidates"][2]["pruned"] == "not_faster");
     }
-    // The probes (3 samples each, interleaved; table2's first step, the phase's, no sample) are the
-    // only steps of fp32 and table2; fp16 goes on from its probe's end, so its 3 probe steps are
-    // training: the run is 400 steps of fp16.
+    // The probes (3 steps each, interleaved) are the only steps of fp32 and table2; fp16 goes on from
+    // its probe's end, so its 3 probe steps are training: the run is 400 steps of fp16.
     CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 3);
-    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 4);
+    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 3);
     CHECK(trainer.format == "fp16");
     CHECK(trainer.stepsDone() == 400);
     CHECK(trainer.progress == Approx(400));
