@@ -275,18 +275,12 @@ int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const cha
  * not_faster test it takes part in is decided by at least twice its margin and a 1.3x step-time ratio
  * beyond the threshold, judged on the samples reported so far (report them after each probe round;
  * a candidate not yet reported is left out). Never while no candidate has two samples. Probe the first
- * round in AdaPrec_ControllerFirstProbeOrder's order and later rounds fastest first, asking before each
- * step: the fast candidates' second samples give the spread that lets the slow ones stop after one
- * (between nodes their probes were most of the first phase's overhead). Do not report the phase's
- * first probe step (a run's first step carries one-off costs: 1.6x the next ones on shared memory):
- * train it in the first candidate of that order, right before its first sample. Needs the candidate's
- * own first sample. */
+ * round in any order and later rounds fastest first, asking before each step: the fast candidates'
+ * second samples give the spread that lets the slow ones stop after one (between nodes their probes
+ * were most of the first phase's overhead). Do not report the phase's first probe step (a run's first
+ * step carries one-off costs: 1.6x the next ones on shared memory). Needs the candidate's own first
+ * sample. */
 int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char *candidate, int *settled);
-/* The order to probe the candidates in before any step is measured: fewest bits per value first (the
- * step expected cheapest; per-layer choices such as "fastest" last), ties in the candidates' order.
- * Writes the candidates' indices (in the order they were given) into order, which must hold capacity
- * >= the candidate count entries; *count gets that count (order NULL and capacity 0 to ask). */
-int AdaPrec_ControllerFirstProbeOrder(AdaPrec_Controller controller, size_t *order, size_t capacity, size_t *count);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
 /* Why AdaPrec_ControllerShouldSpeculate said no to the candidate in this phase: "not_faster",
  * "dominated" or "stood_in" (fp32, whose branch fp16's stands in for: said as soon as only those two

@@ -392,21 +392,6 @@ extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, con
   });
 }
 
-extern "C" int AdaPrec_ControllerFirstProbeOrder(AdaPrec_Controller controller, size_t* order, size_t capacity,
-                                                 size_t* count) {
-  return guarded(__func__, [&] {
-    const AdaPrec_ControllerObject& c = objectOf(controller);
-    ADAPREC_CHECK_ARG(count != nullptr, "count must not be NULL");
-    const std::vector<std::size_t> first = ctl::firstProbeOrder(c.config);
-    *count = first.size();
-    if (order == nullptr && capacity == 0) return;
-    ADAPREC_CHECK_ARG(order != nullptr, "order must not be NULL");
-    ADAPREC_CHECK_ARG(capacity >= first.size(),
-                      "order holds " << capacity << " entries for " << first.size() << " candidates");
-    std::copy(first.begin(), first.end(), order);
-  });
-}
-
 extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char* candidate, int* speculate) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);

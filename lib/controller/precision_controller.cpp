@@ -173,8 +173,8 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   // machine lasting a few steps lands on several candidates' samples rather than on all of one
   // candidate's: probed back to back, a 0.6 s disturbance during fp32's three steps made compression
   // look 25 % faster on shared memory, and a phase that should have been skipped speculated
-  // (docs/results.md, "Regret"). The first round goes fewest bits first (firstProbeOrder; the phase's
-  // first step, below), the others fastest first, and a candidate whose verdicts more samples could not change stops (probeSettled): the
+  // (docs/results.md, "Regret"). The first round goes in the candidates' order, the others fastest
+  // first, and a candidate whose verdicts more samples could not change stops (probeSettled): the
   // fast ones' second samples give the spread that lets the slow ones stop after one. Each sample is
   // agreed as it is taken, so every rank probes the same steps.
   std::vector<std::unique_ptr<TrainingState>> probed(n);
@@ -189,20 +189,14 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
       }
       return samples;
     };
-    // The phase's first step is not a sample: it carries the run's one-off costs (1.6x the next steps
-    // on shared memory, 1.25x at 100 Mbit/s, 2026-12-07), and a candidate may settle on one sample. The
-    // first candidate of the first round (firstProbeOrder: the cheapest) trains it, and its first
-    // sample ends that round: the run's second step may carry one-off costs too (under PyTorch's DDP,
-    // whose buckets are rebuilt there, table2+ef's first sample read 30 ms against 22 when it was that
-    // step), and the cheapest candidate's samples are the ones that give the spread.
-    std::vector<std::size_t> order = firstProbeOrder(config_);
-    if (probe >= 2 && !order.empty()) order.push_back(order.front());
+    std::vector<std::size_t> order(n);
+    for (std::size_t c = 0; c < n; ++c) order[c] = c;
     std::vector<std::vector<double>> stepsSoFar(n);  // this phase's probe steps, sampled or not
     for (std::uint64_t round = 0; round < probe; ++round) {
-      if (round > 0) {  // fastest first, by this probe's samples (an earlier phase's median)
+      if (round > 0) {  // fastest first, by every step of this probe (an earlier phase's median)
         std::vector<double> seconds = stepSeconds_;
         for (std::size_t c = 0; c < n; ++c) {
-          if (seconds[c] == 0) seconds[c] = median(probeSamples[c].empty() ? stepsSoFar[c] : probeSamples[c]);
+          if (seconds[c] == 0) seconds[c] = median(stepsSoFar[c]);
         }
         order = speculationOrder(seconds);
       }
@@ -212,14 +206,17 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
           continue;
         }
         const double probeStart = now();
-        if (!probed[c]) {
+        if (round == 0) {
           if (!atBase) trainer.restore(*base);
           apply(trainer, c);
         } else {
           trainer.restore(*probed[c]);
           apply(trainer, c, false);  // the probe's own residuals
         }
-        const bool warmUp = atBase && probe >= 2;  // the phase's first step (above)
+        // The phase's first step is not a sample: it carries the run's one-off costs (1.6x the next
+        // steps on shared memory, 1.25x at 100 Mbit/s, 2026-12-07), and a candidate may settle on one
+        // sample. It orders the next rounds like any other step.
+        const bool warmUp = atBase && probe >= 2;
         const std::vector<double> seconds = agreedSamples(trainer, trainer.train(1));
         if (!warmUp) probeSamples[c].insert(probeSamples[c].end(), seconds.begin(), seconds.end());
         stepsSoFar[c].insert(stepsSoFar[c].end(), seconds.begin(), seconds.end());

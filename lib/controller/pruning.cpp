@@ -142,15 +142,6 @@ bool probeSettled(const ControllerConfig& config, const std::vector<std::vector<
   return true;
 }
 
-std::vector<std::size_t> firstProbeOrder(const ControllerConfig& config) {
-  const std::vector<unsigned> bits = candidateBits(config);
-  const auto key = [&](std::size_t i) { return bits[i] == 0 ? ~0u : bits[i]; };  // per-layer choices last
-  std::vector<std::size_t> order(bits.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
-  return order;
-}
-
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep) {
   std::vector<std::size_t> order(secondsPerStep.size());
   std::iota(order.begin(), order.end(), std::size_t{0});

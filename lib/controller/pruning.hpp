@@ -89,14 +89,6 @@ bool probeSettled(const ControllerConfig& config, const std::vector<std::vector<
 // The median of step-time samples (not empty): a candidate's step time.
 double median(std::vector<double> seconds);
 
-// The order of a phase's first probe round, before any step is measured: fewest bits per value first
-// (the step expected cheapest; per-layer choices, which measure every format at their first use, last),
-// ties in the config's order. The phase's first step carries the run's one-off costs and is no sample
-// (PrecisionController::runPhase): trained in the cheapest candidate it costs least, and where that
-// candidate is chosen it is not even abandoned. In fp32, first in the config's order until 2026-12-07,
-// it cost 0.5-0.6 s more than table2's at 100 Mbit/s.
-std::vector<std::size_t> firstProbeOrder(const ControllerConfig& config);
-
 // The order to speculate the candidates in: by step time, fastest first (ties: the config's order).
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep);
 

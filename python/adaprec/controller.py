@@ -169,19 +169,6 @@ class Controller:
                                                              ctypes.byref(answer)))
         return bool(answer.value)
 
-    def first_probe_order(self):
-        """Pruning: the candidates in the order to probe them before any step is measured, fewest bits
-        per value first (see AdaPrec_ControllerFirstProbeOrder): the phase's first step, no sample,
-        is the first one's."""
-        import ctypes
-
-        count = ctypes.c_size_t(0)
-        self._check(self._lib.AdaPrec_ControllerFirstProbeOrder(self._handle, None, 0, ctypes.byref(count)))
-        order = (ctypes.c_size_t * count.value)()
-        self._check(self._lib.AdaPrec_ControllerFirstProbeOrder(self._handle, order, count.value,
-                                                                ctypes.byref(count)))
-        return [self.candidates[i] for i in order]
-
     def should_speculate(self, candidate):
         """Pruning: whether the candidate's branch is worth running now (False: pruned this phase)."""
         import ctypes

@@ -601,29 +601,24 @@ class AdaptivePrecision:
             # Interleaved, as adaprec-train's: one step of each candidate per round, each from its own
             # state, so that a disturbance lasting a few steps lands on several candidates' samples
             # rather than on all of one's (a snapshot per probe step: probe_steps x the candidates).
-            # The first round fewest bits first (AdaPrec_ControllerFirstProbeOrder), the others fastest
-            # first, and a candidate whose verdicts more samples could not change stops
-            # (AdaPrec_ControllerProbeSettled). The phase's first step is no sample (it carries the run's
-            # one-off costs, and a candidate may settle on one sample): the first candidate of the first
-            # round trains it, and its first sample ends that round (DDP rebuilds its buckets in the
-            # run's second step). Each sample is the max over ranks as it is taken, so every rank probes
-            # the same steps.
+            # The first round in the candidates' order, the others fastest first, and a candidate whose
+            # verdicts more samples could not change stops (AdaPrec_ControllerProbeSettled). The phase's
+            # first step is no sample (it carries the run's one-off costs, and a candidate may settle on
+            # one sample). Each sample is the max over ranks as it is taken, so every rank probes the
+            # same steps.
             seconds = {c: [] for c in new}  # the samples, each reported to the controller as it is taken
             steps = {c: [] for c in new}  # every probe step's seconds, the first one's too
             for candidate in self.candidates:  # those an earlier phase measured
                 if candidate not in seconds:
                     self.controller.report_step_samples(candidate, self.step_samples[candidate])
-            first_order = [c for c in self.controller.first_probe_order() if c in steps]
-            if probe >= 2 and first_order:
-                first_order.append(first_order[0])
             for r in range(probe):
-                round_order = first_order if r == 0 else sorted(new, key=lambda c: _median(seconds[c] or steps[c]))
+                round_order = new if r == 0 else sorted(new, key=lambda c: _median(steps[c]))
                 for candidate in round_order:
                     if len(steps[candidate]) >= probe:
                         continue
                     if seconds[candidate] and self.controller.probe_settled(candidate):
                         continue
-                    if candidate not in probed:
+                    if r == 0:
                         if not at_base:
                             self.restore(base)
                         self._apply(candidate)
@@ -632,7 +627,7 @@ class AdaptivePrecision:
                         self._apply(candidate, reset_feedback=False)  # the probe's own residuals
                     step = start + len(steps[candidate])
                     taken = self._agreed(self._train(step, step + 1))
-                    if not (at_base and probe >= 2):  # the phase's first step: no sample
+                    if not (at_base and probe >= 2):
                         seconds[candidate] += taken
                         self.controller.report_step_samples(candidate, seconds[candidate])
                     steps[candidate] += taken

@@ -338,22 +338,6 @@ int main(void) {
     }
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }
-  /* The first probe round, fewest bits first ("fastest", no bits of its own, last; ties in the given
-   * order): the phase's first step, no sample, is then table2's, not fp32's (0.5-0.6 s more at 100
-   * Mbit/s). */
-  {
-    const char *six[6] = {"fp32", "fastest", "fp16", "table4", "bf16", "table2"};
-    const size_t expected[6] = {5, 3, 2, 4, 0, 1};
-    AdaPrec_Controller p = with_defaults(six, 6, 312);
-    size_t order[6] = {9, 9, 9, 9, 9, 9}, count = 0;
-    CHECK(AdaPrec_ControllerFirstProbeOrder(p, NULL, 0, &count) == ADAPREC_OK && count == 6);
-    CHECK(AdaPrec_ControllerFirstProbeOrder(p, order, 6, &count) == ADAPREC_OK && count == 6);
-    CHECK(memcmp(order, expected, sizeof expected) == 0);
-    CHECK_ERROR(AdaPrec_ControllerFirstProbeOrder(p, order, 5, &count), ADAPREC_ERR_INVALID_ARGUMENT, "5 entries");
-    CHECK_ERROR(AdaPrec_ControllerFirstProbeOrder(p, NULL, 6, &count), ADAPREC_ERR_INVALID_ARGUMENT, "NULL");
-    CHECK_ERROR(AdaPrec_ControllerFirstProbeOrder(p, order, 6, NULL), ADAPREC_ERR_INVALID_ARGUMENT, "NULL");
-    CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
-  }
   /* Continuations sized by the abandoned speculation (max overhead 0.25) on a long run: table4, 15 %
    * slower than table2 and learning alike, must not be dominated by table2's branch. Planned as if
    * only its probe were its own, table4 would get a continuation of table2's whole branch and a
