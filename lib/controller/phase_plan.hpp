@@ -83,7 +83,9 @@ struct PhaseMeasurements {
   // not_faster verdicts used (a branch then replaces its own with its median).
   std::vector<double> pruningStepSeconds;
   std::vector<std::vector<double>> pruningStepSamples;  // the samples behind them (the test's input)
-  std::vector<double> branchSeconds;               // wall time of each candidate's branch
+  // Wall time of each candidate's branch: its probe and branch steps, not its evaluations (which are
+  // in speculationSeconds only: overhead whichever branch is chosen).
+  std::vector<double> branchSeconds;
   std::vector<double> learningRates;               // from phase-relative step 0; empty: unknown
   // The previous decision's choice (kNoBaseline: none yet) and how many decisions in a row up to it
   // confirmed the choice before them (PhasePlan::confirmed; 0: none): the back-off
@@ -128,7 +130,7 @@ struct PhaseOutcome {
   double epoch = 0;                     // of the phase's start
   double wallSeconds = 0;               // of the trainer when the phase ended
   double phaseSeconds = 0;              // the phase's wall time (branches + evaluations + restore)
-  double overheadSeconds = 0;           // phaseSeconds minus the chosen branch's seconds
+  double overheadSeconds = 0;           // phaseSeconds minus the chosen branch's (its steps only)
 };
 
 // The `"event":"decision"` record (one JSON object) and the one-line human summary of a decision.

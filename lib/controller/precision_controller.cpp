@@ -279,13 +279,19 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     obs.steps.push_back(0);
     obs.accuracies.push_back(baseEval.accuracy);
     const double branchStart = now();
+    // The branch's evaluations are speculation, not training: a run without the controller makes no
+    // such evaluation, so they count as overhead even in the chosen branch (until 2026-12-07 its two
+    // evaluations were counted as its training, and overhead_s and the bound on it left them out).
+    double branchEvaluationSeconds = 0;
     std::vector<double> branchSamples = probeSamples[c];  // a probed branch's first steps are its probe's
     for (int k = 1; k <= config_.evalPoints; ++k) {
       const std::uint64_t until = start + config_.speculativeSteps * k / config_.evalPoints;
       const std::vector<double> seconds = trainer.train(until - trainer.stepsDone());
       branchSamples.insert(branchSamples.end(), seconds.begin(), seconds.end());
       obs.steps.push_back(static_cast<double>(trainer.stepsDone() - start));
+      const double evaluationStart = now();
       obs.accuracies.push_back(trainer.evaluate(config_.validationImages).accuracy);
+      branchEvaluationSeconds += now() - evaluationStart;
     }
     // The median step time: one-off costs (the first use of "fastest" measures every format) must not
     // count as the candidate's speed. The slowest rank sets the pace of a synchronous step, and every
@@ -293,7 +299,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     const std::vector<double> agreed = agreedSamples(trainer, branchSamples);
     obs.secondsPerStep = median(agreed);
     if (config_.prune) setStepSamples(c, agreed);
-    phase.branchSeconds[c] += trainer.maxOverRanks(now() - branchStart);
+    phase.branchSeconds[c] += trainer.maxOverRanks(now() - branchStart - branchEvaluationSeconds);
     branchEnds[c] = trainer.snapshot();
     atBase = false;
     phase.speculationSeconds = trainer.maxOverRanks(now() - phaseStart);

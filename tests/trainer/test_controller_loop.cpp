@@ -2,9 +2,11 @@
 // accuracy follows a known curve per format: any trainer that implements the interface gets the same
 // phases, restores and decisions, without MPI or lib/trainer.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "adaprec/error.hpp"
 #include "controller/precision_controller.hpp"
@@ -68,7 +70,14 @@ class FakeTrainer final : public SpeculativeTrainer {
     const double seconds = (secondsOf.count(format) ? secondsOf.at(format) : 0.01) * factor;
     return std::vector<double>(steps, seconds);
   }
-  ValidationResult evaluate(std::size_t) override { return {0.1 + 0.8 * (1 - std::exp(-progress / 60)), 1000}; }
+  // Wall seconds each evaluate() takes (train() takes none: its seconds are only reported).
+  double evaluateSleep = 0;
+  int evaluations = 0;
+  ValidationResult evaluate(std::size_t) override {
+    ++evaluations;
+    if (evaluateSleep > 0) std::this_thread::sleep_for(std::chrono::duration<double>(evaluateSleep));
+    return {0.1 + 0.8 * (1 - std::exp(-progress / 60)), 1000};
+  }
   double learningRate(std::uint64_t) const override { return 0.1; }
   double maxOverRanks(double v) override { return v; }
   void agree(std::span<std::uint64_t>) override {}
@@ -119,6 +128,24 @@ TEST_CASE("the phase loop drives any SpeculativeTrainer") {
   CHECK(trainer.format == "fp16");
   // The chosen branch's steps are kept: the run ends at its total, having trained fp16 throughout.
   CHECK(trainer.stepsDone() == 400);
+}
+
+TEST_CASE("every evaluation of a phase is overhead, the chosen branch's included") {
+  // A run without the controller evaluates nothing at the phase's start nor within a branch, so only
+  // the chosen branch's steps are training; its evaluations were once counted as such (overhead_s
+  // then left out the chosen branch's 2 of the phase's 7 evaluations).
+  PrecisionController controller(unprunedLoopConfig(1));
+  FakeTrainer trainer;
+  trainer.evaluateSleep = 0.05;  // far above a fake branch's training (microseconds), even under a sanitizer
+  controller.beforeStep(trainer);
+  REQUIRE(controller.decisions() == 1);
+  REQUIRE(trainer.evaluations == 7);  // the phase's start, then 2 per branch of 3
+  const nlohmann::json j = nlohmann::json::parse(trainer.records.front());
+  REQUIRE(j["choice"] == "fp16");
+  CHECK(j["overhead_s"].get<double>() >= 7 * trainer.evaluateSleep);
+  CHECK(j["phase_s"].get<double>() - j["overhead_s"].get<double>() == Approx(j["candidates"][1]["branch_s"].get<double>()));
+  for (const auto& c : j["candidates"]) CHECK(c["branch_s"].get<double>() < trainer.evaluateSleep);
+  CHECK(controller.overheadSeconds() == Approx(j["overhead_s"].get<double>()));
 }
 
 TEST_CASE("controller state round-trips and re-applies the choice without dropping residuals") {
