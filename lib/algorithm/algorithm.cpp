@@ -187,6 +187,10 @@ void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::s
   runWithCompletionVote(ctx.transport, [&] { runAlgorithmUnconfirmed(algorithm, ctx, buf, count); });
 }
 
+bool algorithmReadsInput(Algorithm algorithm) {
+  return algorithm == Algorithm::kRing || algorithm == Algorithm::kTwoShot;
+}
+
 void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* buf,
                              std::size_t count) {
   switch (algorithm) {

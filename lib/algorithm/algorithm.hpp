@@ -1,6 +1,8 @@
 // What every allreduce algorithm gets: a transport, a wire format, optional error-feedback residuals,
 // the stats record to fill and the pipelining segment size. Algorithms are stateless functions that
-// reduce `buf` in place; the Communicator does agreement checks, copies, averaging and selection.
+// reduce `buf` in place (one that algorithmReadsInput reads an out-of-place call's input from
+// AlgorithmContext::input instead); the Communicator does agreement checks, copies, averaging and
+// selection.
 #pragma once
 
 #include <cstddef>
@@ -113,7 +115,19 @@ struct AlgorithmContext {
   std::size_t messageBytes = 0;
   // Where buf lives and the codec runs (device_codec.hpp); null: host memory, the host codec.
   DeviceCodec* device = nullptr;
+  // The call's input when it is not in buf: the caller's send buffer (host memory, disjoint from buf),
+  // set only for an algorithm that algorithmReadsInput() at the top level of a call, which then reads
+  // its values there and writes the sum to buf. Null: buf holds the input (copied there first).
+  const float* input = nullptr;
 };
+
+// Whether `algorithm` reads an out-of-place call's input from AlgorithmContext::input, so that the
+// Communicator need not copy the send buffer into the receive buffer first. That copy took 8-9 ms of a
+// 25 ms table1 twoshot allreduce of 64 MiB (2 emulated nodes at 1 Gbit/s, both ranks copying at once
+// on this host's memory), before any byte was sent. ring and twoshot: they encode from the input what
+// they send first and copy the rest into buf segment by segment as they sum (the others, which re-send
+// their input in later rounds, still have it copied).
+bool algorithmReadsInput(Algorithm algorithm);
 
 // Whether buffers on `device` go to `transport` as they are (Transport::acceptsDeviceMemory): then the
 // workspace is device memory and nothing is staged through the host. False for host memory (null or a

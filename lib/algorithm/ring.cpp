@@ -11,8 +11,10 @@
 // as soon as it is decoded, so codec work overlaps the transfer of neighbouring segments. Between
 // nodes a segment travels as messages of at most ctx.messageBytes (sent eagerly, as twoshot's).
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count). Messages: 2 (p-1) per segment index.
+// Out of place (AlgorithmContext::input) no copy of the whole buffer comes first: see the reduce-scatter.
 // Quantizations per value: p (p-1 re-encodes of partial sums in the reduce-scatter + 1 by the owner);
 // each rank encodes each element position once per call (one error-feedback slot).
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -25,7 +27,13 @@ namespace adaprec::detail {
 void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const int p = ctx.transport.size();
   const int r = ctx.transport.rank();
-  if (p == 1 || count == 0) return;
+  // The input: the caller's send buffer for an out-of-place call (algorithmReadsInput), else buf.
+  const float* in = ctx.input != nullptr ? ctx.input : buf;
+  if (count == 0) return;
+  if (p == 1) {
+    if (in != buf) std::memcpy(buf, in, count * sizeof(float));
+    return;
+  }
   const Layout layout(ctx.format, count, p, ctx.segmentCount);
   Steps steps(ctx);
   const int right = (r + 1) % p;
@@ -44,32 +52,36 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
       into.push_back(steps.recvPieces(left, recvStage.data() + layout.segmentByteOffset(chunk, k),
                                       layout.segmentBytes(chunk, k), tag, piece));
   };
-  auto encodeAndSend = [&](int chunk, std::size_t k, int tag, bool keepDecoded) {
+  // Encodes segment k of `chunk` from `values` (the input for the first step, else buf) and sends it.
+  auto encodeAndSend = [&](int chunk, std::size_t k, int tag, bool keepDecoded, const float* values) {
     std::byte* dst = sendStage.data() + layout.segmentByteOffset(chunk, k);
-    float* src = buf + layout.segmentOffset(chunk, k);
+    const std::size_t offset = layout.segmentOffset(chunk, k);
     const std::size_t n = layout.segmentCount(chunk, k);
     const std::size_t bytes = layout.segmentBytes(chunk, k);
     if (keepDecoded) {
-      steps.encodeKeepDecoded(src, n, dst, bytes, 0, layout.segmentOffset(chunk, k), count);
+      steps.encodeKeepDecoded(buf + offset, n, dst, bytes, 0, offset, count);
     } else {
-      steps.encode(src, n, dst, bytes, 0, layout.segmentOffset(chunk, k), count);
+      steps.encode(values + offset, n, dst, bytes, 0, offset, count);
     }
     steps.sendPieces(right, dst, bytes, n, tag, piece, sends);
   };
 
-  // Reduce-scatter.
+  // Reduce-scatter. Out of place, chunk r is encoded straight from the input, and each other chunk's
+  // own values come over into buf segment by segment just before the first partial sum is added (each
+  // is added to once); the allgather overwrites chunk r.
   postRecvs(mod(r - 1), kTagReduceScatter, recvs[0]);
-  for (std::size_t k = 0; k < layout.segments(r); ++k) encodeAndSend(r, k, kTagReduceScatter, false);
+  for (std::size_t k = 0; k < layout.segments(r); ++k) encodeAndSend(r, k, kTagReduceScatter, false, in);
   for (int s = 0; s <= p - 2; ++s) {
     if (s + 1 <= p - 2) postRecvs(mod(r - s - 2), kTagReduceScatter, recvs[s + 1]);
     const int chunk = mod(r - s - 1);
     const bool last = s == p - 2;  // chunk is then the owned one, (r+1) mod p
     for (std::size_t k = 0; k < layout.segments(chunk); ++k) {
+      const std::size_t offset = layout.segmentOffset(chunk, k);
+      if (in != buf) std::memcpy(buf + offset, in + offset, layout.segmentCount(chunk, k) * sizeof(float));
       steps.waitPieces(recvs[s][k], layout.segmentBytes(chunk, k), piece);
       steps.decodeAdd(recvStage.data() + layout.segmentByteOffset(chunk, k),
-                      layout.segmentBytes(chunk, k), buf + layout.segmentOffset(chunk, k),
-                      layout.segmentCount(chunk, k));
-      encodeAndSend(chunk, k, last ? kTagAllgather : kTagReduceScatter, last);
+                      layout.segmentBytes(chunk, k), buf + offset, layout.segmentCount(chunk, k));
+      encodeAndSend(chunk, k, last ? kTagAllgather : kTagReduceScatter, last, buf);
     }
     recvs[s].clear();
   }

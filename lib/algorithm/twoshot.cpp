@@ -14,8 +14,11 @@
 // (docs/algorithms.md, twoshot).
 // Bytes sent per rank: 2 (p-1)/p * encodedBytes(count), in 2 (p-1) messages per segment index (between
 // nodes, per piece of a segment).
+// Out of place (AlgorithmContext::input), the encodes read the caller's send buffer and the owner copies
+// its own chunk into buf segment by segment as it sums: no copy of the whole buffer comes first.
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -28,7 +31,13 @@ namespace adaprec::detail {
 void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const int p = ctx.transport.size();
   const int r = ctx.transport.rank();
-  if (p == 1 || count == 0) return;
+  // The input: the caller's send buffer for an out-of-place call (algorithmReadsInput), else buf.
+  const float* in = ctx.input != nullptr ? ctx.input : buf;
+  if (count == 0) return;
+  if (p == 1) {
+    if (in != buf) std::memcpy(buf, in, count * sizeof(float));
+    return;
+  }
   const Layout layout(ctx.format, count, p, ctx.segmentCount);
   Steps steps(ctx);
   const std::size_t mine = layout.segments(r);
@@ -71,7 +80,7 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
       std::byte* dst = sendStage.data() + layout.segmentByteOffset(owner, k);
       const std::size_t n = layout.segmentCount(owner, k);
       const std::size_t bytes = layout.segmentBytes(owner, k);
-      steps.encode(buf + layout.segmentOffset(owner, k), n, dst, bytes, 0, layout.segmentOffset(owner, k),
+      steps.encode(in + layout.segmentOffset(owner, k), n, dst, bytes, 0, layout.segmentOffset(owner, k),
                    count);
       steps.sendPieces(owner, dst, bytes, n, kTagReduceScatter, piece, sends);
     }
@@ -104,6 +113,8 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     const std::size_t n = layout.segmentCount(r, k);
     const std::size_t bytes = layout.segmentBytes(r, k);
     float* acc = buf + layout.segmentOffset(r, k);
+    // Out of place, this rank's own values of the segment come over now, while later segments arrive.
+    if (in != buf) std::memcpy(acc, in + layout.segmentOffset(r, k), n * sizeof(float));
     for (int d = 1; d < p; ++d) {
       const int peer = (r + d) % p;
       steps.waitPieces(reduceRecvs[peer][k], bytes, piece);

@@ -6,6 +6,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -513,7 +514,13 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
     finish(stats);
     return stats;
   }
-  if (send != recv && count != 0) {
+  // An algorithm that reads its input where it is (algorithmReadsInput) is spared the copy of the
+  // whole send buffer into recv; it must be host memory, and not overlap recv (an erroneous call that
+  // memmove still serves as before).
+  const auto address = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  const bool readsInput = send != recv && count != 0 && device == nullptr && detail::algorithmReadsInput(algorithm) &&
+                          (address(send + count) <= address(recv) || address(recv + count) <= address(send));
+  if (send != recv && count != 0 && !readsInput) {
     if (device != nullptr) {
       device->copyOnDevice(recv, send, count * sizeof(float));
       if (direct) device->synchronize();  // recv may go to the transport first thing
@@ -539,6 +546,7 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   ctx.timeline = impl_->timeline.get();
   ctx.device = device;
   ctx.messageBytes = interNodeMessageBytes();
+  if (readsInput) ctx.input = send;
   if (algorithm == Algorithm::kHierarchical) {
     ctx.hierarchy = &impl_->ensureHierarchy();
     ctx.innerAlgorithm = detail::hierarchicalInnerAlgorithm(impl_->nodes);

@@ -802,3 +802,37 @@ TEST_CASE("checkEveryPath agrees the call before the native path too", "[engine]
   CHECK(fine.outputs[0] == std::vector<float>(5000, 3.0f));
   CHECK(fine.outputs[1] == fine.outputs[0]);
 }
+
+TEST_CASE("ring and twoshot out of place read the send buffer and give the in-place result bit for bit", "[engine]") {
+  // algorithmReadsInput: the Communicator hands them the caller's send buffer instead of copying it
+  // into the receive buffer first. Many segments per chunk (256 elements), error feedback over
+  // several calls (the residuals of each call feed the next), rank counts that leave uneven chunks.
+  setenv("ADAPREC_SEGMENT_COUNT", "256", 1);
+  for (const char* spec : {"fp32", "bf16", "fp8s", "e4m3", "table2", "table4z", "table1+ef", "fp8+ef"}) {
+    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot}) {
+      for (int p : {1, 2, 3, 5}) {
+        for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{3001}}) {
+          const bool integers = isLossless(parseFormatSpec(spec).format);
+          const auto inputs = inputsFor(p, count, integers);
+          const std::vector<AllreduceOptions> options(p, optionsFor(spec, algorithm));
+          const LoopbackOutcome inPlace = runLoopbackAllreduce(2, inputs, options, false, 3);
+          const LoopbackOutcome outOfPlace = runLoopbackAllreduce(2, inputs, options, true, 3);
+          INFO(algorithmName(algorithm) << " " << spec << " ranks " << p << " count " << count);
+          REQUIRE_FALSE(inPlace.anyError());
+          REQUIRE_FALSE(outOfPlace.anyError());
+          for (int r = 0; r < p; ++r) {
+            REQUIRE(outOfPlace.stats[r].algorithm == algorithm);
+            CHECK(std::memcmp(outOfPlace.outputs[r].data(), inPlace.outputs[r].data(), count * sizeof(float)) == 0);
+          }
+          // And the result is right: the sweep's check (every rank identical, within the format's bound).
+          const Format wire = inPlace.stats[0].format;
+          const int q = detail::quantizationsPerValue(algorithm, wire, p, (p + 1) / 2);
+          const std::string failure = checkResults(inputs, outOfPlace.outputs, wire, q, integers, false);
+          INFO(failure);
+          CHECK(failure.empty());
+        }
+      }
+    }
+  }
+  unsetenv("ADAPREC_SEGMENT_COUNT");
+}
