@@ -242,10 +242,21 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
     if (c.withinBudget) fastest = std::min(fastest, c.seconds);
   }
   // Near-ties go to the earlier algorithm of the table (ring before rabenseifner: the model does not
-  // see ring's pipelining of codec and transfer, only rabenseifner's fewer latencies).
-  const double native = choice.candidates.front().seconds;
+  // see ring's pipelining of codec and transfer, only rabenseifner's fewer latencies), but on one node
+  // to twoshot first: there its 2 steps beat ring's 2 (p-1) (4 ranks, fp32, 32-128 MiB out of place:
+  // twoshot 37 / 67 / 127 ms, ring 43 / 77 / 156: ring still copies (p-1)/p of an out-of-place input,
+  // twoshot 1/p; alike in place), where between nodes ring's pipelining wins (4 emulated nodes at
+  // 1 Gbit/s, fp32 64 MiB: ring 858-870 ms, twoshot 911-921). Lossy formats on more than 2 ranks have
+  // only twoshot within the default budget anyway.
+  const auto preferred = [&](const AutoCandidate& c) { return t.nodes == 1 && c.algorithm == Algorithm::kTwoShot; };
+  const AutoCandidate* tied = nullptr;
   for (const AutoCandidate& c : choice.candidates) {
     if (c.algorithm == Algorithm::kNative || !c.withinBudget || c.seconds > fastest * kAutoTieMargin) continue;
+    if (tied == nullptr || (preferred(c) && !preferred(*tied))) tied = &c;
+  }
+  const double native = choice.candidates.front().seconds;
+  if (tied != nullptr) {
+    const AutoCandidate& c = *tied;
     // Above native's largest probe its time is extrapolated: on one node (measured 2-5x slower at
     // 256 MiB than its slope says) the engine algorithm is taken whatever it says, between nodes when
     // within kAutoExtrapolatedNativeMargin of it; the trial then measures both. Within the probed
@@ -254,7 +265,6 @@ AutoChoice chooseAlgorithm(const Calibration& calibration, Format format, std::s
     const bool extrapolated =
         nativeBeyondProbes && (t.nodes == 1 || c.seconds <= native * kAutoExtrapolatedNativeMargin);
     if (extrapolated || c.seconds <= native * kAutoNativeMargin) choice.algorithm = c.algorithm;
-    break;
   }
   return choice;
 }

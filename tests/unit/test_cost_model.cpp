@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <tuple>
 
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
@@ -54,6 +55,21 @@ TEST_CASE("on a slow link auto compresses, within the budget", "[cost_model]") {
   // size, 4 MiB; above the probes a ring this close goes to the trial, tested below).
   CHECK(chooseAlgorithm(synthetic(4, 1, 125e6, 0.2e-9), Format::kFp32, std::size_t{1} << 20, 2).algorithm ==
         Algorithm::kNative);
+}
+
+TEST_CASE("near-ties go to ring between nodes and to twoshot on one node", "[cost_model]") {
+  // The model gives ring and twoshot the same work; which one runs is the tie's rule (chooseAlgorithm).
+  const std::size_t count = std::size_t{16} << 20;  // 64 MiB: above native's probes, the engine is taken
+  for (const auto& [nodes, perNode, expected] : {std::tuple{4, 1, Algorithm::kRing}, std::tuple{1, 4, Algorithm::kTwoShot},
+                                                 std::tuple{2, 1, Algorithm::kRing}}) {
+    const Calibration c = synthetic(nodes, perNode, 125e6, 0.2e-9, 1.5);
+    const AutoChoice choice = chooseAlgorithm(c, Format::kFp32, count, 2);
+    INFO(nodes << " x " << perNode);
+    CHECK(choice.algorithm == expected);
+  }
+  // A lossy format on one node: ring (4 quantizations) is out of the default budget, in a wider one the
+  // tie goes to twoshot all the same.
+  CHECK(chooseAlgorithm(synthetic(1, 4, 125e6, 0.2e-9, 1.5), Format::kFp8, count, 4).algorithm == Algorithm::kTwoShot);
 }
 
 TEST_CASE("below its smallest probe the native curve falls to the latency", "[cost_model]") {
