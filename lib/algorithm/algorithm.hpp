@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -128,6 +129,16 @@ struct AlgorithmContext {
 // they send first and copy the rest into buf segment by segment as they sum (the others, which re-send
 // their input in later rounds, still have it copied).
 bool algorithmReadsInput(Algorithm algorithm);
+
+// Such an algorithm's input: AlgorithmContext::input when set, else buf itself.
+inline const float* callInput(const AlgorithmContext& ctx, float* buf) {
+  return ctx.input != nullptr ? ctx.input : buf;
+}
+
+// Brings input elements [offset, offset + n) into buf, where they are not there already.
+inline void bringInput(const float* input, float* buf, std::size_t offset, std::size_t n) {
+  if (input != buf) std::memcpy(buf + offset, input + offset, n * sizeof(float));
+}
 
 // Whether buffers on `device` go to `transport` as they are (Transport::acceptsDeviceMemory): then the
 // workspace is device memory and nothing is staged through the host. False for host memory (null or a

@@ -14,7 +14,6 @@
 // Out of place (AlgorithmContext::input) no copy of the whole buffer comes first: see the reduce-scatter.
 // Quantizations per value: p (p-1 re-encodes of partial sums in the reduce-scatter + 1 by the owner);
 // each rank encodes each element position once per call (one error-feedback slot).
-#include <cstring>
 #include <span>
 #include <vector>
 
@@ -27,13 +26,9 @@ namespace adaprec::detail {
 void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const int p = ctx.transport.size();
   const int r = ctx.transport.rank();
-  // The input: the caller's send buffer for an out-of-place call (algorithmReadsInput), else buf.
-  const float* in = ctx.input != nullptr ? ctx.input : buf;
+  const float* in = callInput(ctx, buf);  // the send buffer of an out-of-place call, else buf
   if (count == 0) return;
-  if (p == 1) {
-    if (in != buf) std::memcpy(buf, in, count * sizeof(float));
-    return;
-  }
+  if (p == 1) return bringInput(in, buf, 0, count);
   const Layout layout(ctx.format, count, p, ctx.segmentCount);
   Steps steps(ctx);
   const int right = (r + 1) % p;
@@ -77,7 +72,7 @@ void ringAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     const bool last = s == p - 2;  // chunk is then the owned one, (r+1) mod p
     for (std::size_t k = 0; k < layout.segments(chunk); ++k) {
       const std::size_t offset = layout.segmentOffset(chunk, k);
-      if (in != buf) std::memcpy(buf + offset, in + offset, layout.segmentCount(chunk, k) * sizeof(float));
+      bringInput(in, buf, offset, layout.segmentCount(chunk, k));
       steps.waitPieces(recvs[s][k], layout.segmentBytes(chunk, k), piece);
       steps.decodeAdd(recvStage.data() + layout.segmentByteOffset(chunk, k),
                       layout.segmentBytes(chunk, k), buf + offset, layout.segmentCount(chunk, k));

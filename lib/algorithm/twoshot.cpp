@@ -18,7 +18,6 @@
 // its own chunk into buf segment by segment as it sums: no copy of the whole buffer comes first.
 // Quantizations per value: at most 2 (the contributor's encode and the owner's encode), whatever p:
 // the most accurate compressed algorithm. Each rank encodes each position once (one EF slot).
-#include <cstring>
 #include <span>
 #include <vector>
 
@@ -31,13 +30,9 @@ namespace adaprec::detail {
 void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   const int p = ctx.transport.size();
   const int r = ctx.transport.rank();
-  // The input: the caller's send buffer for an out-of-place call (algorithmReadsInput), else buf.
-  const float* in = ctx.input != nullptr ? ctx.input : buf;
+  const float* in = callInput(ctx, buf);  // the send buffer of an out-of-place call, else buf
   if (count == 0) return;
-  if (p == 1) {
-    if (in != buf) std::memcpy(buf, in, count * sizeof(float));
-    return;
-  }
+  if (p == 1) return bringInput(in, buf, 0, count);
   const Layout layout(ctx.format, count, p, ctx.segmentCount);
   Steps steps(ctx);
   const std::size_t mine = layout.segments(r);
@@ -114,7 +109,7 @@ void twoShotAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
     const std::size_t bytes = layout.segmentBytes(r, k);
     float* acc = buf + layout.segmentOffset(r, k);
     // Out of place, this rank's own values of the segment come over now, while later segments arrive.
-    if (in != buf) std::memcpy(acc, in + layout.segmentOffset(r, k), n * sizeof(float));
+    bringInput(in, buf, layout.segmentOffset(r, k), n);
     for (int d = 1; d < p; ++d) {
       const int peer = (r + d) % p;
       steps.waitPieces(reduceRecvs[peer][k], bytes, piece);

@@ -518,9 +518,10 @@ AllreduceStats Communicator::allreduce(const float* send, float* recv, std::size
   // whole send buffer into recv; it must be host memory, and not overlap recv (an erroneous call that
   // memmove still serves as before).
   const auto address = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p); };
-  const bool readsInput = send != recv && count != 0 && device == nullptr && detail::algorithmReadsInput(algorithm) &&
-                          (address(send + count) <= address(recv) || address(recv + count) <= address(send));
-  if (send != recv && count != 0 && !readsInput) {
+  const bool outOfPlace = send != recv && count != 0;
+  const bool disjoint = address(send + count) <= address(recv) || address(recv + count) <= address(send);
+  const bool readsInput = outOfPlace && disjoint && device == nullptr && detail::algorithmReadsInput(algorithm);
+  if (outOfPlace && !readsInput) {
     if (device != nullptr) {
       device->copyOnDevice(recv, send, count * sizeof(float));
       if (direct) device->synchronize();  // recv may go to the transport first thing
