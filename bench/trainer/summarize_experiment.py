@@ -10,7 +10,8 @@ wall time to reach it (the first evaluation at or above it; mean over seeds, or 
 of runs that did), the best fixed format's time (an oracle no user has), and for each adaptive variant
 its time over the oracle's (goal <= 1.10), whether its final accuracy is within fp32's seed spread
 (mean >= fp32 mean - fp32 sd) and its controller overhead (goal <= 10 % where no format is faster than
-fp32). With --plot PNG: test accuracy against wall time, every run, one colour per format.
+fp32). With --plot PNG: test accuracy against wall time, every run, one colour per format, and the
+regret's target as a dotted line when fp32 ran.
 
     bench/trainer/summarize_experiment.py OUT_DIR [--at 60,120,240] [--regret] [--plot PNG]
 """
@@ -105,11 +106,16 @@ def time_to_reach(run, target):
     return next((e["wall_s"] for e in run if e["test_accuracy"] >= target), None)
 
 
+def fp32_target(rows):
+    """The regret's target: fp32's mean final test accuracy (None without fp32 runs)."""
+    return statistics.mean(rows["fp32"]["acc"]) if "fp32" in rows else None
+
+
 def regret_table(rows, names):
-    if "fp32" not in rows:
+    target = fp32_target(rows)
+    if target is None:
         print("\nregret: no fp32 runs")
         return
-    target = statistics.mean(rows["fp32"]["acc"])
     fp32_sd = statistics.stdev(rows["fp32"]["acc"]) if len(rows["fp32"]["acc"]) > 1 else 0.0
     times = {}
     print()
@@ -155,6 +161,9 @@ def plot(rows, names, path, title):
             ax.plot([e["wall_s"] for e in run], [100 * e["test_accuracy"] for e in run],
                     color=colours[i % len(colours)], alpha=0.8, lw=1.2, label=n if k == 0 else None,
                     ls="--" if n.startswith("adaptive") else "-")
+    target = fp32_target(rows)
+    if target is not None:  # what --regret's time to target is read against
+        ax.axhline(100 * target, color="black", lw=0.8, ls=":", label=f"target {100 * target:.2f}% (fp32's mean)")
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
