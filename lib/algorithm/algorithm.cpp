@@ -188,7 +188,7 @@ void runAlgorithm(Algorithm algorithm, AlgorithmContext& ctx, float* buf, std::s
 }
 
 bool algorithmReadsInput(Algorithm algorithm) {
-  return algorithm == Algorithm::kRing || algorithm == Algorithm::kTwoShot;
+  return algorithm == Algorithm::kRing || algorithm == Algorithm::kTwoShot || algorithm == Algorithm::kHierarchical;
 }
 
 void runAlgorithmUnconfirmed(Algorithm algorithm, AlgorithmContext& ctx, float* buf,

@@ -126,7 +126,8 @@ struct AlgorithmContext {
 // Communicator need not copy the send buffer into the receive buffer first. That copy took 8-9 ms of a
 // 25 ms table1 twoshot allreduce of 64 MiB (2 emulated nodes at 1 Gbit/s, both ranks copying at once
 // on this host's memory), before any byte was sent. ring and twoshot: they encode from the input what
-// they send first and copy the rest into buf segment by segment as they sum (the others, which re-send
+// they send first and copy the rest into buf segment by segment as they sum; hierarchical sends its
+// intra-node reduce-scatter from the input and copies only its own share (the others, which re-send
 // their input in later rounds, still have it copied).
 bool algorithmReadsInput(Algorithm algorithm);
 

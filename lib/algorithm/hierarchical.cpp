@@ -14,6 +14,8 @@
 // Pipelined in blocks of kSegmentsPerBlock segments: step 1 is posted whole up front, and block b goes
 // through step 2 while the intra-node copies of later blocks and step 3 of earlier ones proceed.
 // The inner algorithm leaves its N ranks bit-identical and step 3 copies bits, so all ranks agree.
+// Out of place (AlgorithmContext::input) step 1 sends from the caller's send buffer and an owner copies
+// only its own share into buf, segment by segment just before adding to it; step 3 fills the rest.
 // A buffer on a device (ctx.device): the fp32 messages of steps 1 and 3 go from and to a host copy of
 // the buffer; step 1's sums and step 2 run on the device (one synchronization per added segment).
 // Bytes sent per rank (local rank l < L, s = count/L): fp32 (L-1) * s * 4 inside the node in step 1
@@ -46,7 +48,7 @@ constexpr std::size_t kSegmentsPerBlock = 4;
 void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count) {
   ADAPREC_CHECK(ctx.hierarchy != nullptr && ctx.hierarchy->intra && ctx.hierarchy->peers,
                 ErrorCode::kInternal, "hierarchical allreduce without a node layout");
-  if (ctx.transport.size() == 1 || count == 0) return;
+  if (ctx.transport.size() == 1 || count == 0) return bringInput(callInput(ctx, buf), buf, 0, count);
   Hierarchy& h = *ctx.hierarchy;
   Transport& intra = *h.intra;
   const int local = intra.rank();
@@ -80,6 +82,10 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
     device.synchronize();
   }
   DeviceScratch incomingOnDevice(device);
+  // Step 1's messages and my share's first values: an out-of-place call's send buffer (host memory
+  // only, never staged), else what the fp32 messages read.
+  const float* in = callInput(ctx, buf);
+  const float* sendFrom = ctx.input != nullptr ? ctx.input : wire;
   const std::size_t mine = owner ? shares.chunkCount(local) : 0;
   const std::size_t mineSegments = owner ? shares.segments(local) : 0;
   const bool lossless = isLossless(ctx.format);
@@ -102,7 +108,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
       const int o = owner ? (local + d) % lanes : d - 1;
       const auto [first, last] = blockSegments(o, b);
       for (std::size_t k = first; k < last; ++k)
-        reduceSends[b].push_back(steps.sendFloats(o, wire + shares.segmentOffset(o, k),
+        reduceSends[b].push_back(steps.sendFloats(o, sendFrom + shares.segmentOffset(o, k),
                                                   shares.segmentCount(o, k), kTagIntraReduce));
     }
   }
@@ -114,6 +120,7 @@ void hierarchicalAllreduce(AlgorithmContext& ctx, float* buf, std::size_t count)
     const auto [first, last] = owner ? blockSegments(local, b) : std::pair<std::size_t, std::size_t>{0, 0};
     for (std::size_t k = first; k < last; ++k) {
       const std::size_t n = shares.segmentCount(local, k);
+      bringInput(in, buf, shares.segmentOffset(local, k), n);
       float* acc = buf + shares.segmentOffset(local, k);
       for (int q = 0; q < localSize; ++q) {
         if (q == local) continue;

@@ -803,14 +803,15 @@ TEST_CASE("checkEveryPath agrees the call before the native path too", "[engine]
   CHECK(fine.outputs[1] == fine.outputs[0]);
 }
 
-TEST_CASE("ring and twoshot out of place read the send buffer and give the in-place result bit for bit", "[engine]") {
+TEST_CASE("ring, twoshot and hierarchical out of place read the send buffer and give the in-place result bit for bit", "[engine]") {
   // algorithmReadsInput: the Communicator hands them the caller's send buffer instead of copying it
   // into the receive buffer first. Many segments per chunk (256 elements), error feedback over
   // several calls (the residuals of each call feed the next), rank counts that leave uneven chunks.
   setenv("ADAPREC_SEGMENT_COUNT", "256", 1);
   for (const char* spec : {"fp32", "bf16", "fp8s", "e4m3", "table2", "table4z", "table1+ef", "fp8+ef"}) {
-    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot}) {
-      for (int p : {1, 2, 3, 5}) {
+    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kHierarchical}) {
+      // Two ranks per node: hierarchical's 2 x 2 and 3 x 2, and nodes of one rank (3, 5: owners only).
+      for (int p : {1, 2, 3, 4, 5, 6}) {
         for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{3001}}) {
           const bool integers = isLossless(parseFormatSpec(spec).format);
           const auto inputs = inputsFor(p, count, integers);
