@@ -173,8 +173,8 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   // machine lasting a few steps lands on several candidates' samples rather than on all of one
   // candidate's: probed back to back, a 0.6 s disturbance during fp32's three steps made compression
   // look 25 % faster on shared memory, and a phase that should have been skipped speculated
-  // (docs/results.md, "Regret"). The first round goes fewest bits first (firstProbeOrder), the others
-  // fastest first, and a candidate whose verdicts more samples could not change stops (probeSettled): the
+  // (docs/results.md, "Regret"). The first round goes in the candidates' order, the others fastest
+  // first, and a candidate whose verdicts more samples could not change stops (probeSettled): the
   // fast ones' second samples give the spread that lets the slow ones stop after one. Each sample is
   // agreed as it is taken, so every rank probes the same steps.
   std::vector<std::unique_ptr<TrainingState>> probed(n);
@@ -189,7 +189,8 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
       }
       return samples;
     };
-    std::vector<std::size_t> order = firstProbeOrder(config_);
+    std::vector<std::size_t> order(n);
+    for (std::size_t c = 0; c < n; ++c) order[c] = c;
     std::vector<std::vector<double>> stepsSoFar(n);  // this phase's probe steps, sampled or not
     for (std::uint64_t round = 0; round < probe; ++round) {
       if (round > 0) {  // fastest first, by every step of this probe (an earlier phase's median)
@@ -214,8 +215,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
         }
         // The phase's first step is not a sample: it carries the run's one-off costs (1.6x the next
         // steps on shared memory, 1.25x at 100 Mbit/s, 2026-12-07), and a candidate may settle on one
-        // sample. It orders the next rounds like any other step. Its candidate is the one expected
-        // cheapest (firstProbeOrder).
+        // sample. It orders the next rounds like any other step.
         const bool warmUp = atBase && probe >= 2;
         const std::vector<double> seconds = agreedSamples(trainer, trainer.train(1));
         if (!warmUp) probeSamples[c].insert(probeSamples[c].end(), seconds.begin(), seconds.end());

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 
 #include "adaprec/error.hpp"
@@ -148,15 +147,6 @@ std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerS
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return secondsPerStep[a] < secondsPerStep[b]; });
-  return order;
-}
-
-std::vector<std::size_t> firstProbeOrder(const ControllerConfig& config) {
-  const std::vector<unsigned> bits = candidateBits(config);
-  const auto key = [&](std::size_t c) { return bits[c] > 0 ? bits[c] : std::numeric_limits<unsigned>::max(); };
-  std::vector<std::size_t> order(bits.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
   return order;
 }
 

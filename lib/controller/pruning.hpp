@@ -92,13 +92,6 @@ double median(std::vector<double> seconds);
 // The order to speculate the candidates in: by step time, fastest first (ties: the config's order).
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep);
 
-// The order of a phase's first probe round: fewest bits per value first (per-layer choices, with no
-// bits of their own, last; ties in the config's order). The phase's first step carries the run's
-// one-off costs and is no sample, so it is best spent on the candidate expected cheapest: in the
-// config's order it fell on fp32, whose probe then took two steps (100 Mbit/s: 0.69 + 0.58 s, where
-// table2's step takes 0.12 s; 2026-12-07).
-std::vector<std::size_t> firstProbeOrder(const ControllerConfig& config);
-
 // The highest rate a candidate could reach: from accuracy start to 1 in horizon steps of seconds each.
 double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerStep);
 

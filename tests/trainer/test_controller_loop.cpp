@@ -265,12 +265,12 @@ TEST_CASE("pruning: the probes are interleaved, so a disturbance of a few steps 
   controller.beforeStep(trainer);
   CHECK(controller.decisions() == 0);
   CHECK(controller.skippedPhases() == 1);
-  // The first round fewest bits first (firstProbeOrder), the others fastest first (fp32, which the
-  // disturbance missed). table2's first step, the phase's first, is no sample (probeSettled may settle
-  // on one sample, and the run's first step carries one-off costs); fp16's one disturbed sample, 1.5x
-  // fp32's, settles as not faster (no more samples of it could make it 10 % faster: the verdict a
-  // disturbance-free probe gives too); table2 and fp32, equal, probe to the limit.
-  const std::vector<std::string> rounds = {"table2", "fp16", "fp32", "fp32", "table2", "fp32", "table2"};
+  // The first round in the candidates' order, the others fastest first (table2, which the disturbance
+  // missed). fp32's first step, the phase's first, is no sample (probeSettled may settle on one sample,
+  // and the run's first step carries one-off costs); fp16's one disturbed sample, 1.5x fp32's, settles
+  // as not faster (no more samples of it could make it 10 % faster: the verdict a disturbance-free
+  // probe gives too); table2 and fp32, equal, probe to the limit.
+  const std::vector<std::string> rounds = {"fp32", "fp16", "table2", "table2", "fp32", "table2", "fp32"};
   CHECK(trainer.trained == rounds);
   // fp32 goes on from its own probe's end: its 3 steps are training.
   CHECK(trainer.stepsDone() == 3);
@@ -405,15 +405,13 @@ TEST_CASE("pruning: on a slow network the fast branches dominate the slow ones, 
   // table4's branch kept its probe steps: 30 branch steps in all.
   CHECK(trainer.stepsDone() == 30);
   CHECK(trainer.format == "table4");
-  // The probes stop once the gaps are settled. The phase's first step, which is no sample, is
-  // table4's (fewest bits first: firstProbeOrder); fp32 (20x table4's step) then probes one step, not
-  // probeSteps (3), and fp16 (10x) two: its second sample gives the spread, and every verdict is clear.
-  // 42 table4 steps' worth of probing, where the first step on fp32 cost 52 (fp32 two, fp16 one).
-  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 1);
-  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 2);
+  // The probes stop once the gaps are settled: fp16 (10x table4's step) probes one step, not
+  // probeSteps (3), and fp32 (20x) two, the first of them the phase's first step, which is no sample:
+  // table4's second sample gives the spread, and every verdict is clear.
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 2);
+  CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp16") == 1);
   CHECK(d["candidates"][0]["pruning_samples_s"].size() == 1);
-  CHECK(d["candidates"][1]["pruning_samples_s"].size() == 2);
-  CHECK(d["candidates"][2]["pruning_samples_s"].size() == 1);
+  CHECK(d["candidates"][2]["pruning_samples_s"].size() == 2);
 }
 
 TEST_CASE("pruning: a phase fits each set of branches once") {
@@ -427,14 +425,6 @@ TEST_CASE("pruning: a phase fits each set of branches once") {
   controller.beforeStep(trainer);
   REQUIRE(controller.decisions() == 1);
   CHECK(decisionFits() - before == 1);
-}
-
-TEST_CASE("pruning: the first probe round goes fewest bits first, per-layer choices last") {
-  // The phase's first step (no sample: one-off costs) falls on the first of this order.
-  const ControllerConfig config = pruningConfig({"fp32", "fp16", "fastest", "table2", "fp8s", "table4+ef"});
-  CHECK(firstProbeOrder(config) == std::vector<std::size_t>{3, 5, 4, 1, 0, 2});
-  // Ties keep the config's order.
-  CHECK(firstProbeOrder(pruningConfig({"fp32", "bf16", "fp16"})) == std::vector<std::size_t>{1, 2, 0});
 }
 
 TEST_CASE("pruning: a probe stops when more samples could not change a verdict it takes part in") {
