@@ -810,7 +810,8 @@ TEST_CASE("ring, twoshot and hierarchical out of place read the send buffer and 
   setenv("ADAPREC_SEGMENT_COUNT", "256", 1);
   for (const char* spec : {"fp32", "bf16", "fp8s", "e4m3", "table2", "table4z", "table1+ef", "fp8+ef"}) {
     for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTwoShot, Algorithm::kHierarchical}) {
-      // Two ranks per node: hierarchical's 2 x 2 and 3 x 2, and nodes of one rank (3, 5: owners only).
+      // Two ranks per node: hierarchical's 2 x 2 and 3 x 2 (every rank owns a share), and 3 or 5 ranks,
+      // whose last node has one rank (L = 1: the fuller nodes' second ranks own no share).
       for (int p : {1, 2, 3, 4, 5, 6}) {
         for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{3001}}) {
           const bool integers = isLossless(parseFormatSpec(spec).format);
