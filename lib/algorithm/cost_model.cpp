@@ -97,6 +97,13 @@ bool parseInt(std::string_view text, int& value) {
   return !text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= 1;
 }
 
+// A name (the isa, the device's memory space): printable ASCII without spaces, so that it reads back
+// as written; a control character would not (fuzz_calibration: an isa ending in '\r' lost it, since a
+// line's one trailing '\r' is taken for a CRLF line end).
+bool isName(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) { return ch > ' ' && ch <= '~'; });
+}
+
 std::vector<std::string_view> words(std::string_view line) {
   std::vector<std::string_view> out;
   while (!line.empty()) {
@@ -236,7 +243,7 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
     } else if (key == "message_bytes") {
       if (w.size() != 2 || !parseSize(w[1], c.topology.messageBytes) || !once(8)) return fail("bad or repeated message_bytes");
     } else if (key == "isa") {
-      if (w.size() != 2 || !once(3)) return fail("bad or repeated isa");
+      if (w.size() != 2 || !isName(w[1]) || !once(3)) return fail("bad or repeated isa");
       c.topology.isa = std::string(w[1]);
     } else if (key == "intra" || key == "inter" || key == "loaded") {
       const int index = key == "intra" ? 4 : key == "inter" ? 5 : 6;
@@ -262,7 +269,7 @@ std::optional<Calibration> parseCalibrationText(std::string_view text, std::stri
       codecs.emplace(*format, k);
     } else if (key == "device") {
       DeviceCosts d;
-      if (w.size() != 3 || c.device || (w[2] != "none" && !parseNumber(w[2], d.stagingSecondsPerByte)))
+      if (w.size() != 3 || c.device || !isName(w[1]) || (w[2] != "none" && !parseNumber(w[2], d.stagingSecondsPerByte)))
         return fail("bad or repeated device line");
       d.space = std::string(w[1]);
       c.device = std::move(d);

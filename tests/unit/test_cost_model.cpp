@@ -216,6 +216,10 @@ TEST_CASE("a calibration file reloads exactly and refuses malformed or foreign o
   CHECK(refused(replaced("message_bytes 0\n", ""), c.topology));                   // missing
   CHECK(refused(replaced("message_bytes 0", "message_bytes -1"), c.topology));
   CHECK(refused(replaced("adaprec-calibration 2", "adaprec-calibration 1"), c.topology));  // before message_bytes
+  // A name that would not read back as written (fuzz_calibration: an isa "test\r", written out, read
+  // back as "test": a line's last '\r' is a CRLF line end), or with a control character in it.
+  CHECK(refused(replaced("isa test", "isa test\r\r"), CalibrationTopology{4, 4, 1, "test\r"}));
+  CHECK(refused(replaced("isa test", "isa te\tst"), CalibrationTopology{4, 4, 1, "te\tst"}));
   {
     // Whole-file reasons carry no "line 0"; a version 1 file is named as one.
     std::string reason;
@@ -336,6 +340,7 @@ TEST_CASE("a calibration file carries the device's figures and refuses malformed
   };
   CHECK(refused(text + "device cuda 1e-10\n"));                              // repeated
   CHECK(refused(replaced("device cuda ", "device cuda x")));                 // not a number
+  CHECK(refused(replaced("device cuda ", "device cu\rda ")));               // a control character in the name
   CHECK(refused(replaced("device_codec fp32", "device_codec fp33")));
   CHECK(refused(text + "device_codec table4 1e-12 1e-12 1e-12\n"));         // repeated format
   {
