@@ -281,6 +281,14 @@ int AdaPrec_ControllerReportStepSamples(AdaPrec_Controller controller, const cha
  * step carries one-off costs: 1.6x the next ones on shared memory). Needs the candidate's own first
  * sample. */
 int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char *candidate, int *settled);
+/* Whether the candidate may probe beyond the trainer's probe-step limit (*contested 1), up to its
+ * contested limit (adaprec-train: 6 steps, at most the branch's first evaluation): it and another
+ * candidate are both shown faster than fp32 (the baseline), and a not_faster test between the two is
+ * not settled, so which of two candidates that can both pay is speculated rests on a few samples
+ * (at 100 Mbit/s table2, the best fixed format, was pruned as not faster than table4 in 3 of 7 runs
+ * after 2-3 samples each). Where nothing is shown faster than fp32 (one node) nothing probes longer.
+ * Needs the candidate's own first sample. */
+int AdaPrec_ControllerProbeContested(AdaPrec_Controller controller, const char *candidate, int *contested);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
 /* Why AdaPrec_ControllerShouldSpeculate said no to the candidate in this phase: "not_faster",
  * "dominated" or "stood_in" (fp32, whose branch fp16's stands in for: said as soon as only those two

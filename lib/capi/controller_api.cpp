@@ -392,6 +392,16 @@ extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, con
   });
 }
 
+extern "C" int AdaPrec_ControllerProbeContested(AdaPrec_Controller controller, const char* candidate, int* contested) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    const std::size_t i = phaseQuestion(c, candidate, contested, "contested");
+    ADAPREC_CHECK_ARG(!c.stepSamples[i].empty(), "candidate " << candidate << " has no step time: report its first "
+                                                 "probe step (AdaPrec_ControllerReportStepSamples) first");
+    *contested = ctl::probeContested(c.config, c.stepSamples, i) ? 1 : 0;
+  });
+}
+
 extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char* candidate, int* speculate) {
   return guarded(__func__, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);

@@ -56,6 +56,9 @@ struct ControllerConfig {
   // Steps each candidate trains, the first time the controller meets it, to measure its step time.
   // They are the start of its branch when it is speculated (at most speculativeSteps / evalPoints).
   std::uint64_t probeSteps = 3;
+  // At most this many (when more than probeSteps) for a candidate while its test against another
+  // candidate that can pay is not settled (pruning.hpp, probeContested). <= probeSteps: never longer.
+  std::uint64_t contestedProbeSteps = 6;
   void check() const;
   // Whether a phase beginning at `step` has room for its branches before training ends at totalSteps
   // (near the end the current choice simply runs out; adaprec-train warns when the first one cannot).

@@ -180,6 +180,10 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   std::vector<std::unique_ptr<TrainingState>> probed(n);
   if (config_.prune) {
     const std::uint64_t probe = std::min(config_.probeSteps, config_.speculativeSteps / config_.evalPoints);
+    // Beyond `probe` only while contested (probeContested): two candidates that can both pay, whose
+    // test against each other is not settled.
+    const std::uint64_t contestedProbe =
+        std::max(probe, std::min(config_.contestedProbeSteps, config_.speculativeSteps / config_.evalPoints));
     std::vector<double> probeSeconds(n, 0.0);
     // Every candidate's samples so far: an earlier phase's where it was measured, else this probe's.
     const auto samplesSoFar = [&] {
@@ -192,7 +196,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     std::vector<std::size_t> order(n);
     for (std::size_t c = 0; c < n; ++c) order[c] = c;
     std::vector<std::vector<double>> stepsSoFar(n);  // this phase's probe steps, sampled or not
-    for (std::uint64_t round = 0; round < probe; ++round) {
+    for (std::uint64_t round = 0; round < contestedProbe; ++round) {
       if (round > 0) {  // fastest first, by every step of this probe (an earlier phase's median)
         std::vector<double> seconds = stepSeconds_;
         for (std::size_t c = 0; c < n; ++c) {
@@ -201,8 +205,10 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
         order = speculationOrder(seconds);
       }
       for (const std::size_t c : order) {
-        if (stepSeconds_[c] > 0 || stepsSoFar[c].size() >= probe ||
-            (!probeSamples[c].empty() && probeSettled(config_, samplesSoFar(), c))) {
+        const std::size_t taken = stepsSoFar[c].size();
+        if (stepSeconds_[c] > 0 || taken >= contestedProbe) continue;
+        if (!probeSamples[c].empty() && (taken >= probe ? !probeContested(config_, samplesSoFar(), c)
+                                                        : probeSettled(config_, samplesSoFar(), c))) {
           continue;
         }
         const double probeStart = now();

@@ -124,22 +124,46 @@ std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::v
   return pruned;
 }
 
+namespace {
+
+bool testSettled(const ControllerConfig& config, const LogStepTimes& t, std::size_t c, std::size_t than) {
+  const double gap = std::abs(testGap(config, t, c, than));
+  return gap >= kSettledMargins * testMargin(t, c, than) && gap >= std::log(kSettledRatio);
+}
+
+// Whether every test between c and d (both measured) that notFasterVerdicts may make is settled.
+bool pairSettled(const ControllerConfig& config, const LogStepTimes& t, const std::vector<unsigned>& bits,
+                 std::size_t base, std::size_t c, std::size_t d) {
+  return !(mayBeTested(bits, base, c, d) && !testSettled(config, t, c, d)) &&
+         !(mayBeTested(bits, base, d, c) && !testSettled(config, t, d, c));
+}
+
+}  // namespace
+
 bool probeSettled(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c) {
   const LogStepTimes t = logStepTimes(config, samples);
   ADAPREC_CHECK_ARG(c < t.counts.size() && t.counts[c] > 0, "candidate " << c << " has no step time to settle");
   if (t.dof <= 0) return false;
   const std::size_t base = config.baseline();
   const std::vector<unsigned> bits = candidateBits(config);
-  const auto settled = [&](std::size_t a, std::size_t than) {
-    const double gap = std::abs(testGap(config, t, a, than));
-    return gap >= kSettledMargins * testMargin(t, a, than) && gap >= std::log(kSettledRatio);
-  };
   for (std::size_t d = 0; d < t.counts.size(); ++d) {
     if (d == c || t.counts[d] == 0) continue;
-    if (mayBeTested(bits, base, c, d) && !settled(c, d)) return false;
-    if (mayBeTested(bits, base, d, c) && !settled(d, c)) return false;
+    if (!pairSettled(config, t, bits, base, c, d)) return false;
   }
   return true;
+}
+
+bool probeContested(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c) {
+  const LogStepTimes t = logStepTimes(config, samples);
+  ADAPREC_CHECK_ARG(c < t.counts.size() && t.counts[c] > 0, "candidate " << c << " has no step time to contest");
+  const std::size_t base = config.baseline();
+  if (t.dof <= 0 || c == base || t.counts[base] == 0 || notShownFaster(config, t, c, base)) return false;
+  const std::vector<unsigned> bits = candidateBits(config);
+  for (std::size_t d = 0; d < t.counts.size(); ++d) {
+    if (d == c || d == base || t.counts[d] == 0 || notShownFaster(config, t, d, base)) continue;
+    if (!pairSettled(config, t, bits, base, c, d)) return true;
+  }
+  return false;
 }
 
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep) {

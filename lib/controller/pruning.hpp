@@ -86,6 +86,16 @@ std::vector<bool> notFasterVerdicts(const ControllerConfig& config, const std::v
 // is settled (kSettledMargins, kSettledRatio). Never while no candidate has two samples (no spread).
 bool probeSettled(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c);
 
+// True when candidate c (at least one sample) may probe beyond probeSteps, up to
+// ControllerConfig::contestedProbeSteps: it and another candidate are both shown faster than the
+// baseline (the measured baseline; never c itself), and a not_faster test between the two is not
+// settled. Such a test decides which of two candidates that can both pay is speculated, between
+// steps that are cheap, and a few samples cannot show a true gap near minSpeedup: at 100 Mbit/s
+// table2's step was 12-19 % shorter than table4's in the medians, and in 3 of 7 runs table2 (the best
+// fixed format) was pruned as not_faster after 2-3 samples each (docs/results.md). Where nothing is
+// shown faster than the baseline (one node), no candidate probes longer.
+bool probeContested(const ControllerConfig& config, const std::vector<std::vector<double>>& samples, std::size_t c);
+
 // The median of step-time samples (not empty): a candidate's step time.
 double median(std::vector<double> seconds);
 

@@ -191,6 +191,12 @@ void addRunOptions(CLI::App& app, RunOptions& o) {
                                                 "start of its branch)")
       ->check(atLeast(1))
       ->capture_default_str();
+  app.add_option("--contested-probe-steps", o.contestedProbeSteps,
+                 "--format adaptive: up to this many probe steps (when more than --probe-steps) for a "
+                 "candidate shown faster than fp32 while its test against another such candidate is not "
+                 "settled")
+      ->check(atLeast(1))
+      ->capture_default_str();
   app.add_option("--rule", o.rule, "--format adaptive: 'gain' (largest predicted accuracy gain per second) or "
                                    "'risk' (largest probability of beating fp32's gain per second)")
       ->check(CLI::IsMember({"gain", "risk"}))
@@ -493,6 +499,7 @@ RunResult runTraining(const RunOptions& o, MPI_Comm comm) {
     cc.prune = o.prune;
     cc.minSpeedup = o.minSpeedup;
     cc.probeSteps = o.probeSteps;
+    cc.contestedProbeSteps = o.contestedProbeSteps;
     // Options that leave no room for the first phase make an fp32 run that only the log's
     // "decisions":0 would tell apart.
     if (rank == 0 && !cc.phaseFits(cc.firstPhaseStep, trainer.totalSteps())) {

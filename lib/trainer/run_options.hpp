@@ -49,6 +49,7 @@ struct RunOptions {
   bool prune = controllerDefaults().prune;              // pruning by step time (lib/controller/pruning.hpp)
   double minSpeedup = controllerDefaults().minSpeedup;  // a candidate's step must be this much faster than fp32's
   std::uint64_t probeSteps = controllerDefaults().probeSteps;  // steps that measure a candidate's step time
+  std::uint64_t contestedProbeSteps = controllerDefaults().contestedProbeSteps;  // while contested (pruning.hpp)
 
   static const controller::ControllerConfig& controllerDefaults() {
     static const controller::ControllerConfig defaults;

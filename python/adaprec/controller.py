@@ -169,6 +169,16 @@ class Controller:
                                                              ctypes.byref(answer)))
         return bool(answer.value)
 
+    def probe_contested(self, candidate):
+        """Pruning: whether the candidate may probe beyond probe_steps (up to contested_probe_steps): it
+        and another candidate can both pay and their test is not settled (AdaPrec_ControllerProbeContested)."""
+        import ctypes
+
+        answer = ctypes.c_int(0)
+        self._check(self._lib.AdaPrec_ControllerProbeContested(self._handle, str(candidate).encode(),
+                                                               ctypes.byref(answer)))
+        return bool(answer.value)
+
     def should_speculate(self, candidate):
         """Pruning: whether the candidate's branch is worth running now (False: pruned this phase)."""
         import ctypes

@@ -482,7 +482,8 @@ class AdaptivePrecision:
     continuation_steps, max_overhead, rule, prune, min_speedup: as Controller's (None: the library's
     defaults). prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
     "Pruning"): the first phase trains at most probe_steps steps of each candidate to measure its step
-    time (fewer once its verdicts are settled; kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
+    time (fewer once its verdicts are settled, up to contested_probe_steps while it and another candidate
+    faster than fp32 are not settled against each other; kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
     faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
     fastest first); a phase where only fp32 is left runs no branch and no evaluation, and records
     {"event": "speculation_skipped", ...} instead of a decision.
@@ -497,7 +498,7 @@ class AdaptivePrecision:
                  candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
                  eval_points=2, continuation_steps=None, max_overhead=None, rule=None,
                  validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None,
-                 prune=None, min_speedup=None, probe_steps=3, restore_grads=True):
+                 prune=None, min_speedup=None, probe_steps=3, contested_probe_steps=6, restore_grads=True):
         if eval_points < 1 or speculative_steps < eval_points:
             raise adaprec.InvalidArgumentError(
                 f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")
@@ -539,6 +540,7 @@ class AdaptivePrecision:
         if int(probe_steps) < 1:
             raise adaprec.InvalidArgumentError(f"adaprec: probe steps {probe_steps} must be >= 1")
         self.probe_steps = int(probe_steps)
+        self.contested_probe_steps = int(contested_probe_steps)  # below probe_steps: never longer
         # Pruning: each candidate's step-time samples from its latest measurement (its probe steps or its
         # last branch; each the max over ranks) and their median.
         self.step_samples = {}
@@ -597,6 +599,8 @@ class AdaptivePrecision:
         order = list(self.candidates)
         if self.prune:
             probe = min(self.probe_steps, self.speculative_steps // self.eval_points)
+            # Beyond probe only while contested (AdaPrec_ControllerProbeContested), as adaprec-train's.
+            contested_probe = max(probe, min(self.contested_probe_steps, self.speculative_steps // self.eval_points))
             new = [c for c in self.candidates if c not in self.step_samples]
             # Interleaved, as adaprec-train's: one step of each candidate per round, each from its own
             # state, so that a disturbance lasting a few steps lands on several candidates' samples
@@ -611,12 +615,14 @@ class AdaptivePrecision:
             for candidate in self.candidates:  # those an earlier phase measured
                 if candidate not in seconds:
                     self.controller.report_step_samples(candidate, self.step_samples[candidate])
-            for r in range(probe):
+            for r in range(contested_probe):
                 round_order = new if r == 0 else sorted(new, key=lambda c: _median(steps[c]))
                 for candidate in round_order:
-                    if len(steps[candidate]) >= probe:
+                    taken = len(steps[candidate])
+                    if taken >= contested_probe:
                         continue
-                    if seconds[candidate] and self.controller.probe_settled(candidate):
+                    if seconds[candidate] and (not self.controller.probe_contested(candidate) if taken >= probe
+                                               else self.controller.probe_settled(candidate)):
                         continue
                     if r == 0:
                         if not at_base:

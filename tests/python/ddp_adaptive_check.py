@@ -361,6 +361,35 @@ def settled_probe_checks():
     state.close()
 
 
+def contested_probe_checks():
+    """Past probe_steps only candidates that can both pay and are not settled against each other probe
+    on (AdaPrec_ControllerProbeContested), as adaprec-train's: table2 (36 ms) and table4 (40 ms), both
+    far faster than fp32 (300 ms) and exactly minSpeedup apart, probe to contested_probe_steps (6,
+    speculative_steps / eval_points); fp32 stops at its one sample. With contested_probe_steps equal to
+    probe_steps no candidate probes past it."""
+    import time
+
+    for contested, expected in ((6, 6), (2, 2)):
+        model, state, optimizer, scheduler, train_step, evaluate = setup()
+        pace = {"fp32": 0.3, "table4": 0.04, "table2": 0.036}
+
+        def slow_network(step):
+            time.sleep(pace[state.format])
+            train_step(step)
+
+        driver = adaprec_torch.AdaptivePrecision(
+            model, optimizer, state, slow_network, evaluate, total_steps=24, scheduler=scheduler,
+            candidates=["fp32", "table4", "table2"], speculative_steps=12, eval_points=2,
+            continuation_steps=100, validation_images=256, probe_steps=2, contested_probe_steps=contested)
+        for step in driver.steps():
+            slow_network(step)
+        first = driver.records[0]
+        samples = {c["name"]: len(c.get("pruning_samples_s", [])) for c in first["candidates"]}
+        check(samples["fp32"] == 1 and samples["table4"] == expected and samples["table2"] == expected,
+              f"contested probes (limit {contested}): samples per candidate {samples} in {first}")
+        state.close()
+
+
 def stand_in_checks():
     # The library's verdicts through the driver's Controller: with fp32 and fp16 left (table2 not 10 %
     # faster than fp16), fp32 is stood in for before any branch, so the driver skips the phase in fp16.
@@ -672,6 +701,7 @@ def main():
     adaptive_run()
     pruned_runs()
     settled_probe_checks()
+    contested_probe_checks()
     stand_in_checks()
     branch_start_checks()
     train_mode_checks()

@@ -324,9 +324,12 @@ int main(void) {
     const double table4[2] = {0.1467, 0.1388}, table2[2] = {0.1193, 0.1171};
     AdaPrec_Controller p = with_defaults(five, 5, 312);
     int settled = -1;
+    int early = -1;
     CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "no phase is open");
+    CHECK_ERROR(AdaPrec_ControllerProbeContested(p, "fp32", &early), ADAPREC_ERR_INVALID_ARGUMENT, "no phase is open");
     CHECK(AdaPrec_ControllerBeginPhase(p, 0) == ADAPREC_OK);
     CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "no step time");
+    CHECK_ERROR(AdaPrec_ControllerProbeContested(p, "table2", &early), ADAPREC_ERR_INVALID_ARGUMENT, "no step time");
     for (int k = 0; k < 5; ++k) CHECK(AdaPrec_ControllerReportStepSamples(p, five[k], &first[k], 1) == ADAPREC_OK);
     CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "fp32", NULL), ADAPREC_ERR_INVALID_ARGUMENT, "NULL");
     CHECK_ERROR(AdaPrec_ControllerProbeSettled(p, "bf16", &settled), ADAPREC_ERR_INVALID_ARGUMENT, "bf16");
@@ -335,6 +338,13 @@ int main(void) {
     CHECK(AdaPrec_ControllerReportStepSamples(p, "table2", table2, 2) == ADAPREC_OK);
     for (int k = 0; k < 5; ++k) {
       CHECK(AdaPrec_ControllerProbeSettled(p, five[k], &settled) == ADAPREC_OK && settled == (k < 3));
+    }
+    /* Past the probe-step limit only table4 and table2 probe on (AdaPrec_ControllerProbeContested):
+     * both faster than fp32, not settled against each other. */
+    int contested = -1;
+    CHECK_ERROR(AdaPrec_ControllerProbeContested(p, "fp32", NULL), ADAPREC_ERR_INVALID_ARGUMENT, "NULL");
+    for (int k = 0; k < 5; ++k) {
+      CHECK(AdaPrec_ControllerProbeContested(p, five[k], &contested) == ADAPREC_OK && contested == (k >= 3));
     }
     CHECK(AdaPrec_ControllerFree(p) == ADAPREC_OK);
   }

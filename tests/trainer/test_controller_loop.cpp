@@ -334,14 +334,16 @@ TEST_CASE("pruning: with only fp32 and fp16 left, fp16 goes on without a branch 
       CHECK_FALSE(p["candidates"][1].contains("pruned"));
       CHECK(p["candidates"][2]["pruned"] == "not_faster");
     }
-    // The probes (3 steps each, interleaved) are the only steps of fp32 and table2; fp16 goes on from
-    // its probe's end, so its 3 probe steps are training: the run is 400 steps of fp16.
+    // The probes (interleaved) are the only steps of fp32 and table2; fp16 goes on from its probe's
+    // end, so its probe steps are training: the run is 400 steps of fp16. fp32 probes 3 steps; fp16
+    // and table2, both faster than fp32 and 3 % apart (not settled: kSettledRatio), are contested and
+    // probe to the limit, speculativeSteps / evalPoints = 5 (probeContested).
     CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "fp32") == 3);
-    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 3);
+    CHECK(std::count(trainer.trained.begin(), trainer.trained.end(), "table2") == 5);
     CHECK(trainer.format == "fp16");
     CHECK(trainer.stepsDone() == 400);
     CHECK(trainer.progress == Approx(400));
-    CHECK(skipped[1]["step"] == 53);
+    CHECK(skipped[1]["step"] == 55);
   }
   // fp16 no faster than fp32 (pruned): fp32 alone, as before.
   PrecisionController controller(pruningConfig({"fp32", "fp16"}));
@@ -447,6 +449,31 @@ TEST_CASE("pruning: a probe stops when more samples could not change a verdict i
   CHECK_FALSE(probeSettled(three, {{0.0254}, {0.020, 0.020}, {0.020, 0.0201}}, 0));
   CHECK_FALSE(probeSettled(three, {{0.0254}, {0.020, 0.020}, {0.020, 0.0201}}, 1));
   CHECK_THROWS_AS(probeSettled(three, {{0.0254}, {}, {0.020, 0.0201}}, 1), Error);
+}
+
+TEST_CASE("pruning: two candidates that can both pay probe longer while their test is not settled") {
+  const ControllerConfig config = pruningConfig({"fp32", "fp16", "fp8s", "table4", "table2"});
+  // After the first three rounds at 100 Mbit/s: table2's steps 15 % shorter than table4's, fp8s's two
+  // samples 20 % apart. table2 against table4 is not settled, and both are shown faster than fp32.
+  const std::vector<std::vector<double>> slow = {
+      {0.6}, {0.37, 0.36}, {0.22, 0.27}, {0.13, 0.125, 0.127}, {0.11, 0.105, 0.108}};
+  CHECK(probeContested(config, slow, 3));
+  CHECK(probeContested(config, slow, 4));
+  // fp8s against table4 is settled (1.9x), fp16 against every other candidate too; fp32 never probes longer.
+  CHECK_FALSE(probeContested(config, slow, 1));
+  CHECK_FALSE(probeContested(config, slow, 0));
+  // A candidate contests only with candidates that can pay: table2 against a table4 not shown faster
+  // than fp32 is no contest.
+  std::vector<std::vector<double>> noPay = slow;
+  noPay[3] = {0.59, 0.6, 0.61};
+  noPay[1] = {0.59, 0.6};
+  noPay[2] = {0.6, 0.61};
+  CHECK_FALSE(probeContested(config, noPay, 4));
+  // Shared memory: nothing shown faster than fp32, so nothing probes longer however close.
+  const std::vector<std::vector<double>> shm = {
+      {0.0200, 0.0203}, {0.0199, 0.0201}, {0.0198, 0.0200}, {0.0197, 0.0199}, {0.0196, 0.0199}};
+  for (std::size_t c = 0; c < 5; ++c) CHECK_FALSE(probeContested(config, shm, c));
+  CHECK_THROWS_AS(probeContested(config, {{0.6}, {}, {0.22}, {0.13}, {0.11}}, 1), Error);
 }
 
 TEST_CASE("pruning: a branch that learns nothing prunes nothing") {
