@@ -382,24 +382,29 @@ std::size_t phaseQuestion(const AdaPrec_ControllerObject& c, const char* candida
 
 }  // namespace
 
-extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char* candidate, int* settled) {
-  return guarded(__func__, [&] {
+namespace {
+
+// A probe question (ProbeSettled, ProbeContested): the candidate needs its own first sample.
+using ProbeTest = bool (*)(const ctl::ControllerConfig&, const std::vector<std::vector<double>>&, std::size_t);
+int probeQuestion(const char* function, AdaPrec_Controller controller, const char* candidate, int* answer,
+                  const char* what, ProbeTest test) {
+  return guarded(function, [&] {
     AdaPrec_ControllerObject& c = objectOf(controller);
-    const std::size_t i = phaseQuestion(c, candidate, settled, "settled");
+    const std::size_t i = phaseQuestion(c, candidate, answer, what);
     ADAPREC_CHECK_ARG(!c.stepSamples[i].empty(), "candidate " << candidate << " has no step time: report its first "
                                                  "probe step (AdaPrec_ControllerReportStepSamples) first");
-    *settled = ctl::probeSettled(c.config, c.stepSamples, i) ? 1 : 0;
+    *answer = test(c.config, c.stepSamples, i) ? 1 : 0;
   });
 }
 
+}  // namespace
+
+extern "C" int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char* candidate, int* settled) {
+  return probeQuestion(__func__, controller, candidate, settled, "settled", ctl::probeSettled);
+}
+
 extern "C" int AdaPrec_ControllerProbeContested(AdaPrec_Controller controller, const char* candidate, int* contested) {
-  return guarded(__func__, [&] {
-    AdaPrec_ControllerObject& c = objectOf(controller);
-    const std::size_t i = phaseQuestion(c, candidate, contested, "contested");
-    ADAPREC_CHECK_ARG(!c.stepSamples[i].empty(), "candidate " << candidate << " has no step time: report its first "
-                                                 "probe step (AdaPrec_ControllerReportStepSamples) first");
-    *contested = ctl::probeContested(c.config, c.stepSamples, i) ? 1 : 0;
-  });
+  return probeQuestion(__func__, controller, candidate, contested, "contested", ctl::probeContested);
 }
 
 extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char* candidate, int* speculate) {
