@@ -179,11 +179,11 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   // agreed as it is taken, so every rank probes the same steps.
   std::vector<std::unique_ptr<TrainingState>> probed(n);
   if (config_.prune) {
-    const std::uint64_t probe = std::min(config_.probeSteps, config_.speculativeSteps / config_.evalPoints);
+    const std::uint64_t firstEvaluation = config_.speculativeSteps / config_.evalPoints;  // probe steps end by then
+    const std::uint64_t probe = std::min(config_.probeSteps, firstEvaluation);
     // Beyond `probe` only while contested (probeContested): two candidates that can both pay, whose
     // test against each other is not settled.
-    const std::uint64_t contestedProbe =
-        std::max(probe, std::min(config_.contestedProbeSteps, config_.speculativeSteps / config_.evalPoints));
+    const std::uint64_t contestedProbe = std::max(probe, std::min(config_.contestedProbeSteps, firstEvaluation));
     std::vector<double> probeSeconds(n, 0.0);
     // Every candidate's samples so far: an earlier phase's where it was measured, else this probe's.
     const auto samplesSoFar = [&] {

@@ -598,9 +598,10 @@ class AdaptivePrecision:
         probed = {}  # candidate -> (state after its probe steps, their seconds)
         order = list(self.candidates)
         if self.prune:
-            probe = min(self.probe_steps, self.speculative_steps // self.eval_points)
+            first_evaluation = self.speculative_steps // self.eval_points  # probe steps end by then
+            probe = min(self.probe_steps, first_evaluation)
             # Beyond probe only while contested (AdaPrec_ControllerProbeContested), as adaprec-train's.
-            contested_probe = max(probe, min(self.contested_probe_steps, self.speculative_steps // self.eval_points))
+            contested_probe = max(probe, min(self.contested_probe_steps, first_evaluation))
             new = [c for c in self.candidates if c not in self.step_samples]
             # Interleaved, as adaprec-train's: one step of each candidate per round, each from its own
             # state, so that a disturbance lasting a few steps lands on several candidates' samples
