@@ -198,6 +198,7 @@ nlohmann::json decisionRecord(const ControllerConfig& config, const PhaseMeasure
     if (isPruned(phase, c)) {  // measured, never speculated: its step time and why
       x["pruned"] = phase.pruned[c];
       if (phase.pruned[c] == kPrunedStoodIn) x["stand_in"] = config.candidates[standIn(config, phase)];
+      if (c < phase.boundedBy.size() && !phase.boundedBy[c].empty()) x["bounded_by"] = phase.boundedBy[c];
       x["branch_s"] = phase.branchSeconds[c];
       cands.push_back(x);
       continue;

@@ -76,9 +76,12 @@ struct PhaseMeasurements {
   std::uint64_t validationImages = 0;
   // One per candidate, in the config's order. A pruned candidate has only its name and secondsPerStep.
   std::vector<CandidateObservation> observations;
-  // Per candidate: "" when speculated, else why not (pruning.hpp: "not_faster", "dominated"); empty:
+  // Per candidate: "" when speculated, else why not (pruning.hpp: "not_faster", "dominated", "bounded",
+  // "stood_in"); empty:
   // every candidate was speculated.
   std::vector<std::string> pruned;
+  // Per candidate pruned as "bounded": the branch that bounded it (pruning.hpp, boundedBy); else empty.
+  std::vector<std::string> boundedBy;
   // With pruning: the candidates in the order they were considered for a branch (for the record: a
   // dominance verdict depends on the branches run before it).
   std::vector<std::string> speculationOrder;

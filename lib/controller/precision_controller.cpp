@@ -160,6 +160,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   phase.observations.resize(n);
   phase.branchSeconds.assign(n, 0.0);
   phase.pruned.assign(n, "");
+  phase.boundedBy.assign(n, "");
   phase.remainingSteps = trainer.totalSteps() - start;
   for (std::uint64_t s = 0; s <= phase.remainingSteps; ++s) {  // every horizon is within these
     phase.learningRates.push_back(trainer.learningRate(start + s));
@@ -264,7 +265,7 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
   const ValidationResult baseEval = trainer.evaluate(config_.validationImages);
   phase.validationImages = baseEval.images;
   std::vector<std::unique_ptr<TrainingState>> branchEnds(n);
-  for (const std::size_t c : speculationOrder(stepSeconds_)) {
+  for (const std::size_t c : branchOrder(config_, stepSeconds_, phase.pruned)) {
     if (config_.prune) phase.speculationOrder.push_back(config_.candidates[c]);
     if (isPruned(phase, c)) continue;
     if (config_.prune && c == baseline && standIn(config_, phase) != kNoBaseline) {
@@ -274,6 +275,13 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     if (config_.prune && dominated(config_, phase, c)) {
       phase.pruned[c] = kPrunedDominated;
       continue;
+    }
+    if (config_.prune) {
+      if (const std::size_t by = boundedBy(config_, phase, c); by != kNoBaseline) {
+        phase.pruned[c] = kPrunedBounded;
+        phase.boundedBy[c] = config_.candidates[by];
+        continue;
+      }
     }
     if (probed[c]) {
       trainer.restore(*probed[c]);

@@ -214,10 +214,13 @@ std::size_t standIn(const ControllerConfig& config, const PhaseMeasurements& pha
   return kNoBaseline;
 }
 
-bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {
-  // Plan the phase as if only the branches run so far existed (c and the other unspeculated ones
-  // marked pruned); its horizons are those planPhase would give now.
-  PhaseMeasurements sofar = phase;
+namespace {
+
+// The phase as the rule would plan it if only the branches run so far existed (c and the other
+// unspeculated candidates marked pending) and c's branch ran next; false while no branch has run.
+bool planSoFar(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c,
+               PhaseMeasurements& sofar, PhasePlan& plan) {
+  sofar = phase;
   sofar.pruned.resize(config.candidates.size());
   bool anyRun = false;
   for (std::size_t i = 0; i < sofar.observations.size(); ++i) {
@@ -226,14 +229,23 @@ bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, s
     anyRun |= run;
   }
   if (!anyRun) return false;
-  // Plan as if c's branch ran next: its own branch (speculativeSteps of its step time) is then not
-  // abandoned speculation when it is chosen, and is when another one is. Without this a candidate met
-  // only by its probe would be planned a longer continuation than the branches already run, and its
-  // ceiling (rate at its horizon) would be too low.
+  // c's own branch (speculativeSteps of its step time) is then not abandoned speculation when it is
+  // chosen, and is when another one is. Without this a candidate met only by its probe would be
+  // planned a longer continuation than the branches already run, and its ceiling (rate at its
+  // horizon) would be too low.
   const double ownBranch = static_cast<double>(config.speculativeSteps) * phase.observations[c].secondsPerStep;
   sofar.speculationSeconds += std::max(0.0, ownBranch - sofar.branchSeconds[c]);
   sofar.branchSeconds[c] = std::max(sofar.branchSeconds[c], ownBranch);
-  const PhasePlan plan = planPhase(config, sofar);
+  plan = planPhase(config, sofar);
+  return true;
+}
+
+}  // namespace
+
+bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {
+  PhaseMeasurements sofar;
+  PhasePlan plan;
+  if (!planSoFar(config, phase, c, sofar, plan)) return false;
   double startAccuracy = 0;
   double bestLower = 0;  // rates below 0 gain nothing: they prune nothing
   for (std::size_t i = 0; i < plan.decision.verdicts.size(); ++i) {
@@ -244,6 +256,71 @@ bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, s
   }
   if (bestLower <= 0) return false;
   return rateCeiling(startAccuracy, plan.decisionConfig.horizons[c], phase.observations[c].secondsPerStep) < bestLower;
+}
+
+std::size_t boundedBy(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {
+  const std::vector<unsigned> bits = candidateBits(config);
+  if (bits[c] == 0) return kNoBaseline;
+  PhaseMeasurements sofar;
+  PhasePlan plan;
+  if (!planSoFar(config, phase, c, sofar, plan)) return kNoBaseline;
+  // c judged as the rule would judge it beside the branches run: over their common seconds, in its own
+  // steps. A plan of c's shorter than those seconds would shorten everyone's: no bound then.
+  const double seconds = plan.judgedSeconds;
+  const double secondsPerStep = phase.observations[c].secondsPerStep;
+  if (plan.decisionConfig.horizons[c] * secondsPerStep < seconds) return kNoBaseline;
+  const double steps = seconds / secondsPerStep;
+  // The run branches with their judged horizons: the same fit as the plan's (decide's memory).
+  std::vector<std::size_t> run;
+  std::vector<CandidateObservation> observed;
+  DecisionConfig ask = plan.decisionConfig;
+  ask.rule = DecisionRule::kGainPerSecond;
+  ask.baseline = kNoBaseline;
+  ask.standIn = kNoBaseline;
+  ask.baselineRateCeiling = 0;
+  ask.horizons.clear();
+  double best = 0;  // rates below 0 gain nothing: they bound nothing
+  for (std::size_t i = 0; i < plan.decision.verdicts.size(); ++i) {
+    if (isPruned(sofar, i)) continue;
+    const CandidateVerdict& v = plan.decision.verdicts[i];
+    run.push_back(i);
+    observed.push_back(sofar.observations[i]);
+    ask.horizons.push_back(v.horizonSteps);
+    best = std::max(best, v.gain / v.seconds);
+  }
+  if (best <= 0) return kNoBaseline;
+  std::size_t by = kNoBaseline;
+  for (std::size_t k = 0; k < run.size(); ++k) {
+    const std::size_t p = run[k];
+    if (bits[p] <= bits[c]) continue;
+    if (steps <= observed[k].steps.back()) return kNoBaseline;
+    DecisionConfig atC = ask;
+    atC.horizons[k] = steps;
+    const CandidateVerdict ceiling = decide(observed, atC).verdicts[k];
+    if (ceiling.gain / seconds > best) return kNoBaseline;
+    if (by == kNoBaseline || bits[p] > bits[by]) by = p;
+  }
+  return by;
+}
+
+std::vector<std::size_t> branchOrder(const ControllerConfig& config, const std::vector<double>& secondsPerStep,
+                                     const std::vector<std::string>& pruned) {
+  ADAPREC_CHECK_ARG(secondsPerStep.size() == config.candidates.size() &&
+                        (pruned.empty() || pruned.size() == config.candidates.size()),
+                    secondsPerStep.size() << " step times and " << pruned.size() << " pruning marks for "
+                                          << config.candidates.size() << " candidates");
+  std::vector<std::size_t> order = speculationOrder(secondsPerStep);
+  const auto first = std::find_if(order.begin(), order.end(), [&](std::size_t i) { return pruned.empty() || pruned[i].empty(); });
+  if (first == order.end()) return order;
+  std::rotate(order.begin(), first, first + 1);
+  const std::vector<unsigned> bits = candidateBits(config);
+  const std::size_t base = config.baseline();
+  const auto group = [&](std::size_t i) { return i != base && mayStandIn(config, i) ? 0 : 1; };
+  std::stable_sort(order.begin() + 1, order.end(), [&](std::size_t a, std::size_t b) {
+    if (group(a) != group(b)) return group(a) < group(b);
+    return bits[a] > bits[b];
+  });
+  return order;
 }
 
 }  // namespace adaprec::controller

@@ -15,6 +15,18 @@
 //               run. Speculating fastest first lets the fast branches prune the slow. The ceiling is over
 //               the candidate's planned horizon, not the rule's common seconds, over which a perfect
 //               branch would always win.
+//   bounded     a more precise branch already run caps the candidate: the branch of a candidate with
+//               more bits per value, predicted over as many of this candidate's steps as the rule's
+//               common seconds hold (this candidate's speed), scores no higher a rate than the best
+//               branch run (predicted means, as the gain rule reads them). A lossier format is not
+//               expected to learn more per step than a more precise one, so that is what it could score
+//               at best in expectation, and its branch could win only on its own noise. A bound in
+//               expectation, not at 95 % as dominated's: it prunes candidates that are close in speed,
+//               where dominated never does. At 1 Gbit/s fp16, fp8s and table2 all pay against fp32
+//               within 40 % of one another, and fp8s's branch (1.2 s) ran beside fp16's and table2's in
+//               2 of 3 runs on 2026-12-07, each of which chose table2 (docs/results.md, "Branches
+//               bounded by a more precise one"). Hence the branch order (branchOrder): the fastest
+//               first, then most bits first.
 //   stood_in    the baseline (fp32) only: a candidate whose one quantization moves a value by at most
 //               kStandInRelativeError (fp16, 2^-11; not bf16's 2^-8, nor any block format) was
 //               speculated, shown faster than fp32 (not pruned as not_faster). Its branch is fp32's
@@ -49,6 +61,7 @@ inline constexpr double kDominanceZ = 1.645;  // one-sided 95 %
 inline constexpr const char* kPrunedNotFaster = "not_faster";
 inline constexpr const char* kPrunedDominated = "dominated";
 inline constexpr const char* kPrunedStoodIn = "stood_in";
+inline constexpr const char* kPrunedBounded = "bounded";
 // The most one quantization may move a value (relative) for a candidate to stand in for the baseline.
 inline constexpr double kStandInRelativeError = 0x1p-11;
 // not_faster's confidence (one-sided) that a candidate's step is at least minSpeedup faster.
@@ -102,6 +115,14 @@ double median(std::vector<double> seconds);
 // The order to speculate the candidates in: by step time, fastest first (ties: the config's order).
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep);
 
+// The order to run the branches in: the fastest candidate not pruned (pruned[c] not empty; empty
+// vector: none) first, whose branch can dominate the slow ones; then the others most bits per value
+// first, a candidate that may stand in for the baseline before the baseline itself (mayStandIn), ties
+// fastest first: a more precise branch run early bounds the lossier ones (bounded above), and a stand-in
+// run before the baseline saves the baseline's branch. Per-layer choices (no bits) come last.
+std::vector<std::size_t> branchOrder(const ControllerConfig& config, const std::vector<double>& secondsPerStep,
+                                     const std::vector<std::string>& pruned);
+
 // The highest rate a candidate could reach: from accuracy start to 1 in horizon steps of seconds each.
 double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerStep);
 
@@ -109,6 +130,12 @@ double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerS
 // the branches already run in phase, as planPhase plans them. False while no branch has run or when
 // no branch is sure to gain (a converged phase prunes nothing).
 bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
+
+// The candidate whose branch bounds candidate c (bounded above; c not yet speculated), the most precise
+// one when several do; kNoBaseline when c is not bounded: no branch has run, none of them gains, c has
+// no bits of its own, no more precise branch has run, c's own plan would shorten the common seconds, or
+// any more precise branch run would score a higher rate at c's speed than the best branch run.
+std::size_t boundedBy(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
 
 // Whether candidate i may stand in for the baseline (stood_in above): the baseline is fp32 and i a fixed
 // element-wise format without error feedback whose one quantization moves a value by at most

@@ -476,6 +476,77 @@ TEST_CASE("pruning: two candidates that can both pay probe longer while their te
   CHECK_THROWS_AS(probeContested(config, {{0.6}, {}, {0.22}, {0.13}, {0.11}}, 1), Error);
 }
 
+TEST_CASE("pruning: a more precise branch bounds the lossier candidates between it and the fastest") {
+  // 1 Gbit/s (2026-12-07): every compressed format pays against fp32 and their steps lie within 20-40 %
+  // of one another, so no branch is dominated by a perfect ceiling. Branches run fastest first
+  // (table2), then most bits first: fp16, then fp32 (stood in for by fp16), then fp8s.
+  ControllerConfig config = slowNetworkConfig();
+  config.candidates = {"fp32", "fp16", "fp8s", "table2"};
+  const std::map<std::string, double> gigabit = {{"fp32", 0.1}, {"fp16", 0.073}, {"fp8s", 0.06}, {"table2", 0.053}};
+  // Curves still rising at the end of training (progress 60 at 400 steps): on a curve that has levelled
+  // off, more steps gain nothing and a faster candidate's ceiling is the precise branch's own rate.
+  const auto slowLearning = [](double rate) {
+    return std::map<std::string, double>{{"fp32", rate}, {"fp16", rate}, {"fp8s", rate}, {"table2", rate}};
+  };
+  {
+    // table2 learns as fast per step as fp16: fp16's curve at fp8s's speed scores less than table2's
+    // branch, so fp8s, which is not expected to learn more per step than fp16, is not run.
+    FakeTrainer trainer;
+    trainer.secondsOf = gigabit;
+    trainer.rateOf = slowLearning(0.15);
+    const nlohmann::json d = firstPhaseDecision(config, trainer);
+    CHECK(d["choice"] == "table2");
+    CHECK(d["speculation_order"] == nlohmann::json({"table2", "fp16", "fp32", "fp8s"}));
+    CHECK(d["candidates"][0]["pruned"] == "stood_in");
+    CHECK_FALSE(d["candidates"][1].contains("pruned"));
+    CHECK(d["candidates"][2]["pruned"] == "bounded");
+    CHECK(d["candidates"][2]["bounded_by"] == "fp16");
+    CHECK_FALSE(d["candidates"][2].contains("curve"));
+    CHECK_FALSE(d["candidates"][3].contains("pruned"));
+  }
+  {
+    // table2 learns at half fp16's rate per step: fp16's curve at fp8s's speed would beat every
+    // branch run, so fp8s runs, and wins.
+    FakeTrainer trainer;
+    trainer.secondsOf = gigabit;
+    trainer.rateOf = slowLearning(0.15);
+    trainer.rateOf["table2"] = 0.075;
+    const nlohmann::json d = firstPhaseDecision(config, trainer);
+    CHECK_FALSE(d["candidates"][2].contains("pruned"));
+    CHECK(d["candidates"][2]["curve"].size() == 4);
+    CHECK(d["choice"] == "fp8s");
+  }
+  {
+    // Nothing more precise than fp8s has run when fp16 is not faster than fp32 and table2 learns at
+    // half the rate: fp32's branch runs (second: most bits), and then bounds fp8s only where its curve
+    // at fp8s's speed would not win.
+    FakeTrainer trainer;
+    trainer.secondsOf = {{"fp32", 0.1}, {"fp16", 0.1}, {"fp8s", 0.06}, {"table2", 0.053}};
+    trainer.rateOf = slowLearning(0.15);
+    trainer.rateOf["table2"] = 0.075;
+    const nlohmann::json d = firstPhaseDecision(config, trainer);
+    CHECK(d["candidates"][1]["pruned"] == "not_faster");
+    CHECK(d["speculation_order"] == nlohmann::json({"table2", "fp16", "fp32", "fp8s"}));
+    CHECK_FALSE(d["candidates"][0].contains("pruned"));
+    CHECK_FALSE(d["candidates"][2].contains("pruned"));
+    CHECK(d["choice"] == "fp8s");
+  }
+}
+
+TEST_CASE("pruning: branches run fastest first, then most bits first, a stand-in before fp32") {
+  const ControllerConfig config = pruningConfig({"fp32", "fp16", "fp8s", "table4", "table2", "fastest"});
+  const std::vector<double> seconds = {0.1, 0.073, 0.06, 0.055, 0.053, 0.05};
+  using Order = std::vector<std::size_t>;
+  CHECK(branchOrder(config, seconds, {}) == Order{5, 1, 0, 2, 3, 4});
+  // The fastest candidate not pruned goes first; the pruned keep their places among the others.
+  const std::vector<std::string> pruned = {"", "", "", "not_faster", "", "not_faster"};
+  CHECK(branchOrder(config, seconds, pruned) == Order{4, 1, 0, 2, 3, 5});
+  // Equal bits: fastest first.
+  const ControllerConfig eight = pruningConfig({"fp32", "fp8", "fp8s", "table2"});
+  CHECK(branchOrder(eight, {0.1, 0.07, 0.06, 0.05}, {}) == Order{3, 0, 2, 1});
+  CHECK_THROWS_AS(branchOrder(eight, {0.1, 0.07}, {}), Error);
+}
+
 TEST_CASE("pruning: a branch that learns nothing prunes nothing") {
   // table4 is the fastest but learns nothing: its lower bound is below 0, so it prunes nothing and
   // fp16 (10x slower) runs; fp16 learns, and may then prune fp32.

@@ -296,8 +296,12 @@ int main(int argc, char** argv) {
           if (!(c.at("step_s").get<double>() > 0)) why += "a candidate without a step time: " + c.dump() + "; ";
           speculated += !c.contains("pruned");
           if (c.contains("pruned") && c.at("pruned") != "not_faster" && c.at("pruned") != "dominated" &&
-              c.at("pruned") != "stood_in") {
+              c.at("pruned") != "stood_in" && c.at("pruned") != "bounded") {
             why += "unknown pruning reason " + c.dump() + "; ";
+          }
+          // A bounded candidate names the branch that bounded it, and only it does.
+          if (c.contains("pruned") && (c.at("pruned") == "bounded") != c.contains("bounded_by")) {
+            why += "a bounded record without its bound (or a bound without the reason): " + c.dump() + "; ";
           }
           // fp32 stood in for by a speculated candidate: the record names which one.
           if (c.contains("pruned") && c.at("pruned") == "stood_in" &&
