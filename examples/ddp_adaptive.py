@@ -102,7 +102,7 @@ def main():
     if rank == 0:
         for r in driver.records:
             # A pruned candidate has no prediction, only why it was not speculated ("not_faster",
-            # "dominated", or "stood_in" for fp32 once fp16 was speculated); a phase where pruning
+            # "dominated", "bounded", or "stood_in" for fp32 once fp16 was speculated); a phase where pruning
             # left only fp32 is a "speculation_skipped" record.
             print(json.dumps({"step": r["step"], "choice": r["choice"], "event": r.get("event", "decision"),
                               "predicted": {c["name"]: round(c["predicted_mean"], 4) if "predicted_mean" in c

@@ -256,10 +256,11 @@ int AdaPrec_ControllerScheduleRates(const char *spec, uint64_t first, size_t cou
 int AdaPrec_ControllerScheduleZeroFrom(const char *spec, double *step);
 /* Pruning (docs/trainer.md, "Pruning"): the trainer measures every candidate's seconds per step (a
  * few probe steps from the phase's state; the maximum over ranks) and reports them before any branch;
- * then, before running each branch (fastest first is best), it asks whether the branch is worth
+ * then, before running each branch (in AdaPrec_ControllerBranchRank's order), it asks whether the branch is worth
  * running given the step times and the branches reported so far. *speculate 0: the candidate is
  * pruned for this phase (not enough faster than the baseline, or unable to beat a branch already
- * reported even with accuracy 1, or, for fp32, fp16's branch already reported, which stands in for
+ * reported even with accuracy 1, or no better than a more precise branch reported would be at its
+ * speed, or, for fp32, fp16's branch already reported, which stands in for
  * fp32's, or only fp16 and fp32 left, when fp16 is chosen whatever its branch shows) and needs no
  * points; 1: run its branch and report its points. Needs
  * every candidate's step time first. */
@@ -290,8 +291,16 @@ int AdaPrec_ControllerProbeSettled(AdaPrec_Controller controller, const char *ca
  * Needs the candidate's own first sample. */
 int AdaPrec_ControllerProbeContested(AdaPrec_Controller controller, const char *candidate, int *contested);
 int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, const char *candidate, int *speculate);
+/* The candidate's place (0: first) in the order to ask AdaPrec_ControllerShouldSpeculate and run the
+ * branches in, from the step times reported: the fastest candidate that is not pruned first (its
+ * branch can dominate the slow ones), then the others most bits per value first, fp16 before fp32
+ * (a more precise branch run early bounds the lossier ones; fp16's stands in for fp32's). Needs every
+ * candidate's step time. */
+int AdaPrec_ControllerBranchRank(AdaPrec_Controller controller, const char *candidate, size_t *rank);
 /* Why AdaPrec_ControllerShouldSpeculate said no to the candidate in this phase: "not_faster",
- * "dominated" or "stood_in" (fp32, whose branch fp16's stands in for: said as soon as only those two
+ * "dominated", "bounded" (a more precise candidate's branch already reported, predicted at this
+ * candidate's speed, scores no higher than the best branch reported), or "stood_in" (fp32, whose
+ * branch fp16's stands in for: said as soon as only those two
  * are left, before fp16's branch, since nothing could then dominate fp16 — a phase that needs no
  * branch at all), or "" (not asked, or speculated). Written into out as DecisionRecord's text. */
 int AdaPrec_ControllerPruningReason(AdaPrec_Controller controller, const char *candidate, char *out, size_t capacity,

@@ -52,6 +52,7 @@ struct AdaPrec_ControllerObject {
   std::vector<ctl::CandidateObservation> observations;
   std::vector<std::string> pruned;  // per candidate: "" or why AdaPrec_ControllerShouldSpeculate said no
   std::vector<std::string> asked;   // candidates in the order ShouldSpeculate was first asked about them
+  std::vector<std::string> boundedBy;  // per candidate pruned as "bounded": the branch that bounded it
   // AdaPrec_ControllerReportStepTime's (one sample) or ReportStepSamples' (not_faster's inputs).
   std::vector<std::vector<double>> stepSamples;
   std::vector<double> learningRates;
@@ -124,6 +125,7 @@ ctl::PhaseMeasurements measurements(const AdaPrec_ControllerObject& c, ctl::Cont
   phase.validationImages = c.validationImages;
   phase.learningRates = c.learningRates;
   phase.pruned = c.pruned;
+  phase.boundedBy = c.boundedBy;
   phase.speculationOrder = c.asked;
   if (!c.asked.empty()) {
     // What the not_faster verdicts used: the reported samples' medians (a branch's points report its own
@@ -163,6 +165,7 @@ void beginPhase(AdaPrec_ControllerObject& c, std::uint64_t step) {
   c.start = step;
   c.observations.assign(c.config.candidates.size(), {});
   c.pruned.assign(c.config.candidates.size(), "");
+  c.boundedBy.assign(c.config.candidates.size(), "");
   c.asked.clear();
   c.stepSamples.assign(c.config.candidates.size(), {});
   for (std::size_t i = 0; i < c.observations.size(); ++i) c.observations[i].name = c.config.candidates[i];
@@ -440,7 +443,37 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
       c.pruned[i] = ctl::kPrunedDominated;
       return;
     }
+    if (const std::size_t by = ctl::boundedBy(config, measurements(c, config, false), i); by != ctl::kNoBaseline) {
+      c.pruned[i] = ctl::kPrunedBounded;
+      c.boundedBy[i] = c.config.candidates[by];
+      return;
+    }
     *speculate = 1;
+  });
+}
+
+extern "C" int AdaPrec_ControllerBranchRank(AdaPrec_Controller controller, const char* candidate, size_t* rank) {
+  return guarded(__func__, [&] {
+    AdaPrec_ControllerObject& c = objectOf(controller);
+    ADAPREC_CHECK_ARG(rank != nullptr, "rank must not be NULL");
+    ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
+    const std::size_t i = candidateIndex(c, candidate);
+    std::vector<double> seconds;
+    for (std::size_t k = 0; k < c.stepSamples.size(); ++k) {
+      ADAPREC_CHECK_ARG(!c.stepSamples[k].empty(), "candidate " << c.config.candidates[k] << " has no step time: report "
+                                                   "every candidate's (AdaPrec_ControllerReportStepTime) first");
+      seconds.push_back(c.observations[k].secondsPerStep);
+    }
+    // The not_faster verdicts as ShouldSpeculate will give them (the fastest candidate left goes first).
+    std::vector<std::string> marks = c.pruned;
+    if (c.config.prune) {
+      const std::vector<bool> notFaster = ctl::notFasterVerdicts(c.config, c.stepSamples);
+      for (std::size_t k = 0; k < marks.size(); ++k) {
+        if (marks[k].empty() && notFaster[k]) marks[k] = ctl::kPrunedNotFaster;
+      }
+    }
+    const std::vector<std::size_t> order = ctl::branchOrder(c.config, seconds, marks);
+    *rank = static_cast<std::size_t>(std::find(order.begin(), order.end(), i) - order.begin());
   });
 }
 

@@ -180,6 +180,7 @@ def controller_lib():
             "AdaPrec_ControllerProbeSettled": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, P(ctypes.c_int)]),
             "AdaPrec_ControllerProbeContested": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, P(ctypes.c_int)]),
             "AdaPrec_ControllerShouldSpeculate": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, P(ctypes.c_int)]),
+            "AdaPrec_ControllerBranchRank": (ctypes.c_int, [c_ctrl, ctypes.c_char_p, P(ctypes.c_size_t)]),
             "AdaPrec_ControllerPruningReason": (
                 ctypes.c_int, [c_ctrl, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, P(ctypes.c_size_t)]),
             "AdaPrec_ControllerDecide": (ctypes.c_int, [c_ctrl, P(Decision)]),

@@ -188,9 +188,19 @@ class Controller:
                                                                 ctypes.byref(answer)))
         return bool(answer.value)
 
+    def branch_rank(self, candidate):
+        """Pruning: the candidate's place (0: first) in the order to run the branches in: the fastest
+        candidate not pruned first, then most bits per value first, fp16 before fp32
+        (AdaPrec_ControllerBranchRank). Needs every candidate's step time."""
+        import ctypes
+
+        rank = ctypes.c_size_t(0)
+        self._check(self._lib.AdaPrec_ControllerBranchRank(self._handle, str(candidate).encode(), ctypes.byref(rank)))
+        return int(rank.value)
+
     def pruning_reason(self, candidate):
         """Why should_speculate said no to the candidate in this phase ("not_faster", "dominated",
-        "stood_in"), or "" (not asked, or speculated)."""
+        "bounded", "stood_in"), or "" (not asked, or speculated)."""
         import ctypes
 
         size = ctypes.c_size_t()

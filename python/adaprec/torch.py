@@ -484,8 +484,9 @@ class AdaptivePrecision:
     "Pruning"): the first phase trains at most probe_steps steps of each candidate to measure its step
     time (fewer once its verdicts are settled, up to contested_probe_steps while it and another candidate
     faster than fp32 are not settled against each other; kept as the start of its branch); a candidate is not speculated when its step is not min_speedup
-    faster than fp32's, or when even accuracy 1 could not beat a faster branch already run (branches run
-    fastest first); a phase where only fp32 is left runs no branch and no evaluation, and records
+    faster than fp32's, when even accuracy 1 could not beat a faster branch already run, or when a more
+    precise branch already run, predicted at its speed, scores no higher than the best branch run
+    (branches run fastest first, then most bits first: Controller.branch_rank); a phase where only fp32 is left runs no branch and no evaluation, and records
     {"event": "speculation_skipped", ...} instead of a decision.
 
     restore_grads (default True): snapshots hold a copy of every parameter's .grad, as much memory again
@@ -644,7 +645,7 @@ class AdaptivePrecision:
                 self._set_step_samples(candidate, seconds[candidate])
             for candidate in self.candidates:
                 self.controller.report_step_samples(candidate, self.step_samples[candidate])
-            order.sort(key=lambda c: self.step_seconds[c])  # stable: ties keep the candidates' order
+            order.sort(key=self.controller.branch_rank)  # adaprec-train's order (lib/controller/pruning.hpp)
             left = [c for c in order if self.controller.should_speculate(c)]
             if len(left) == 1:  # one candidate to choose (fp32, or fp16 standing in): no branch, no decision
                 return self._skip_phase(start, base, left[0], probed)

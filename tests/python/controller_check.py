@@ -47,6 +47,28 @@ record = controller.record()
 check(record.get("event") == "decision" and record.get("choice") == "table4", "record: the decision line")
 controller.close()
 
+# The branch order, as adaprec-train's (1 Gbit/s): table2 (the fastest) first, then most bits first with
+# fp16 before fp32. table2 and fp16 learn alike per step, so fp8s, bounded by fp16's curve at its speed,
+# is not run, and fp32 is stood in for.
+four = ["fp32", "fp16", "fp8s", "table2"]
+controller = Controller(four, total_steps=400, validation_images=1000)
+controller.begin_phase(0)
+steps = {"fp32": 0.100, "fp16": 0.073, "fp8s": 0.060, "table2": 0.053}
+for name in four:
+    controller.report_step_samples(name, [steps[name]] * 3)
+order = sorted(four, key=controller.branch_rank)
+check(order == ["table2", "fp16", "fp32", "fp8s"], f"branch order {order}")
+for name in ("table2", "fp16"):
+    check(controller.should_speculate(name), f"{name} speculated")
+    for step in range(0, 31, 10):
+        controller.report(name, step, 0.1 + 0.8 * (1 - math.exp(-step / 400)), steps[name])
+check(not controller.should_speculate("fp32") and controller.pruning_reason("fp32") == "stood_in", "fp32 stood in")
+check(not controller.should_speculate("fp8s") and controller.pruning_reason("fp8s") == "bounded",
+      "fp8s bounded by fp16's branch")
+check(controller.decide()["format"] == "table2", "table2 chosen")
+check(controller.record()["candidates"][2].get("bounded_by") == "fp16", "record: fp8s bounded_by fp16")
+controller.close()
+
 # total_steps in epochs (30) with phases at optimizer steps: refused, not decided on a collapsed horizon.
 controller = Controller(["fp32", "fp16"], total_steps=30)
 try:
