@@ -259,7 +259,8 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
     }
     return;
   }
-  // 2. Speculation, fastest first, each candidate from the phase's start (or its probe's end).
+  // 2. Speculation in branchOrder (the fastest first, then most bits first), each candidate from the
+  // phase's start (or its probe's end).
   if (!atBase) trainer.restore(*base);
   atBase = true;
   const ValidationResult baseEval = trainer.evaluate(config_.validationImages);

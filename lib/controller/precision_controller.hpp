@@ -1,10 +1,11 @@
 // The AdaPrec speculative precision controller (`--format adaptive`). Training alternates phases:
 //   0. pruning (pruning.hpp): each candidate's step time is measured once (a few probe steps, fewer
 //      once its verdicts are settled); a
-//      candidate not enough faster than fp32, or dominated by a faster branch already run, gets no
-//      branch; when only one candidate is left to choose (fp32, or fp16 standing in for it) the phase is
+//      candidate not enough faster than fp32, dominated by a faster branch already run, or bounded by
+//      a more precise one, gets no branch; when only one candidate is left to choose (fp32, or fp16 standing in for it) the phase is
 //      skipped (no branch, no evaluation, no decision) and training goes on in it;
-//   1. speculative learning: from the current state, every remaining candidate, fastest first, trains a short branch
+//   1. speculative learning: from the current state, every remaining candidate (the fastest first, then most bits
+//      first: pruning.hpp, branchOrder) trains a short branch
 //      of speculativeSteps, evaluated evalPoints times on a fixed held-out validation subset, its
 //      time per step measured (max over ranks);
 //   2. prediction: the learning-curve predictor fits all branch curves jointly (shared start) and

@@ -112,7 +112,8 @@ bool probeContested(const ControllerConfig& config, const std::vector<std::vecto
 // The median of step-time samples (not empty): a candidate's step time.
 double median(std::vector<double> seconds);
 
-// The order to speculate the candidates in: by step time, fastest first (ties: the config's order).
+// The candidates by step time, fastest first (ties: the config's order): the probe rounds after the
+// first, and the start of branchOrder.
 std::vector<std::size_t> speculationOrder(const std::vector<double>& secondsPerStep);
 
 // The order to run the branches in: the fastest candidate not pruned (pruned[c] not empty; empty
