@@ -342,18 +342,28 @@ void reportStepSamples(AdaPrec_ControllerObject& c, const char* candidate, std::
   c.stepSamples[i] = std::move(samples);
 }
 
+// The pruning marks so far with the not_faster verdicts ShouldSpeculate will give (every candidate's
+// step time reported).
+std::vector<std::string> marksWithNotFaster(const AdaPrec_ControllerObject& c) {
+  std::vector<std::string> marks = c.pruned;
+  const std::vector<bool> notFaster = ctl::notFasterVerdicts(c.config, c.stepSamples);
+  for (std::size_t k = 0; k < marks.size(); ++k) {
+    if (marks[k].empty() && notFaster[k]) marks[k] = ctl::kPrunedNotFaster;
+  }
+  return marks;
+}
+
+std::vector<double> stepSeconds(const AdaPrec_ControllerObject& c) {
+  std::vector<double> seconds;
+  for (const ctl::CandidateObservation& o : c.observations) seconds.push_back(o.secondsPerStep);
+  return seconds;
+}
+
 // Pruning leaves the baseline and one candidate that stands in for it, which nothing can dominate
 // (ctl::soleCandidate): the baseline is stood in for before the stand-in's branch is reported, so that a
 // trainer asking about every candidate first sees one candidate left and needs no branch at all.
 bool standsInWithoutChoice(AdaPrec_ControllerObject& c) {
-  std::vector<std::string> marks = c.pruned;
-  const std::vector<bool> notFaster = ctl::notFasterVerdicts(c.config, c.stepSamples);
-  std::vector<double> seconds;
-  for (std::size_t k = 0; k < marks.size(); ++k) {
-    if (marks[k].empty() && notFaster[k]) marks[k] = ctl::kPrunedNotFaster;
-    seconds.push_back(c.observations[k].secondsPerStep);
-  }
-  const std::size_t sole = ctl::soleCandidate(c.config, marks, seconds);
+  const std::size_t sole = ctl::soleCandidate(c.config, marksWithNotFaster(c), stepSeconds(c));
   return sole != ctl::kNoBaseline && sole != c.config.baseline();
 }
 
@@ -439,13 +449,10 @@ extern "C" int AdaPrec_ControllerShouldSpeculate(AdaPrec_Controller controller, 
       c.pruned[i] = ctl::kPrunedStoodIn;
       return;
     }
-    if (c.config.prune && ctl::dominated(config, measurements(c, config, false), i)) {
-      c.pruned[i] = ctl::kPrunedDominated;
-      return;
-    }
-    if (const std::size_t by = ctl::boundedBy(config, measurements(c, config, false), i); by != ctl::kNoBaseline) {
-      c.pruned[i] = ctl::kPrunedBounded;
-      c.boundedBy[i] = c.config.candidates[by];
+    if (const ctl::BranchVerdict verdict = ctl::beforeBranch(config, measurements(c, config, false), i);
+        verdict.pruned != nullptr) {
+      c.pruned[i] = verdict.pruned;
+      if (verdict.boundedBy != ctl::kNoBaseline) c.boundedBy[i] = c.config.candidates[verdict.boundedBy];
       return;
     }
     *speculate = 1;
@@ -458,21 +465,13 @@ extern "C" int AdaPrec_ControllerBranchRank(AdaPrec_Controller controller, const
     ADAPREC_CHECK_ARG(rank != nullptr, "rank must not be NULL");
     ADAPREC_CHECK_ARG(c.open, "no phase is open: call AdaPrec_ControllerBeginPhase first");
     const std::size_t i = candidateIndex(c, candidate);
-    std::vector<double> seconds;
     for (std::size_t k = 0; k < c.stepSamples.size(); ++k) {
       ADAPREC_CHECK_ARG(!c.stepSamples[k].empty(), "candidate " << c.config.candidates[k] << " has no step time: report "
                                                    "every candidate's (AdaPrec_ControllerReportStepTime) first");
-      seconds.push_back(c.observations[k].secondsPerStep);
     }
-    // The not_faster verdicts as ShouldSpeculate will give them (the fastest candidate left goes first).
-    std::vector<std::string> marks = c.pruned;
-    if (c.config.prune) {
-      const std::vector<bool> notFaster = ctl::notFasterVerdicts(c.config, c.stepSamples);
-      for (std::size_t k = 0; k < marks.size(); ++k) {
-        if (marks[k].empty() && notFaster[k]) marks[k] = ctl::kPrunedNotFaster;
-      }
-    }
-    const std::vector<std::size_t> order = ctl::branchOrder(c.config, seconds, marks);
+    // The fastest candidate left after the not_faster verdicts goes first.
+    const std::vector<std::size_t> order =
+        ctl::branchOrder(c.config, stepSeconds(c), c.config.prune ? marksWithNotFaster(c) : c.pruned);
     *rank = static_cast<std::size_t>(std::find(order.begin(), order.end(), i) - order.begin());
   });
 }

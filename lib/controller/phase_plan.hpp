@@ -80,7 +80,7 @@ struct PhaseMeasurements {
   // "stood_in"); empty:
   // every candidate was speculated.
   std::vector<std::string> pruned;
-  // Per candidate pruned as "bounded": the branch that bounded it (pruning.hpp, boundedBy); else empty.
+  // Per candidate pruned as "bounded": the branch that bounded it (pruning.hpp, beforeBranch); else empty.
   std::vector<std::string> boundedBy;
   // With pruning: the candidates in the order they were considered for a branch (for the record: a
   // dominance verdict depends on the branches run before it).

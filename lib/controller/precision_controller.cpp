@@ -273,14 +273,10 @@ void PrecisionController::runPhase(SpeculativeTrainer& trainer) {
       phase.pruned[c] = kPrunedStoodIn;
       continue;
     }
-    if (config_.prune && dominated(config_, phase, c)) {
-      phase.pruned[c] = kPrunedDominated;
-      continue;
-    }
     if (config_.prune) {
-      if (const std::size_t by = boundedBy(config_, phase, c); by != kNoBaseline) {
-        phase.pruned[c] = kPrunedBounded;
-        phase.boundedBy[c] = config_.candidates[by];
+      if (const BranchVerdict verdict = beforeBranch(config_, phase, c); verdict.pruned != nullptr) {
+        phase.pruned[c] = verdict.pruned;
+        if (verdict.boundedBy != kNoBaseline) phase.boundedBy[c] = config_.candidates[verdict.boundedBy];
         continue;
       }
     }

@@ -242,10 +242,9 @@ bool planSoFar(const ControllerConfig& config, const PhaseMeasurements& phase, s
 
 }  // namespace
 
-bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {
-  PhaseMeasurements sofar;
-  PhasePlan plan;
-  if (!planSoFar(config, phase, c, sofar, plan)) return false;
+namespace {
+
+bool dominatedIn(const PhaseMeasurements& sofar, const PhasePlan& plan, std::size_t c) {
   double startAccuracy = 0;
   double bestLower = 0;  // rates below 0 gain nothing: they prune nothing
   for (std::size_t i = 0; i < plan.decision.verdicts.size(); ++i) {
@@ -255,19 +254,17 @@ bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, s
     bestLower = std::max(bestLower, (v.gain - kDominanceZ * v.predictedSd) / v.seconds);
   }
   if (bestLower <= 0) return false;
-  return rateCeiling(startAccuracy, plan.decisionConfig.horizons[c], phase.observations[c].secondsPerStep) < bestLower;
+  return rateCeiling(startAccuracy, plan.decisionConfig.horizons[c], sofar.observations[c].secondsPerStep) < bestLower;
 }
 
-std::size_t boundedBy(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {
+std::size_t boundedIn(const ControllerConfig& config, const PhaseMeasurements& sofar, const PhasePlan& plan,
+                      std::size_t c) {
   const std::vector<unsigned> bits = candidateBits(config);
   if (bits[c] == 0) return kNoBaseline;
-  PhaseMeasurements sofar;
-  PhasePlan plan;
-  if (!planSoFar(config, phase, c, sofar, plan)) return kNoBaseline;
   // c judged as the rule would judge it beside the branches run: over their common seconds, in its own
   // steps. A plan of c's shorter than those seconds would shorten everyone's: no bound then.
   const double seconds = plan.judgedSeconds;
-  const double secondsPerStep = phase.observations[c].secondsPerStep;
+  const double secondsPerStep = sofar.observations[c].secondsPerStep;
   if (plan.decisionConfig.horizons[c] * secondsPerStep < seconds) return kNoBaseline;
   const double steps = seconds / secondsPerStep;
   // The run branches with their judged horizons: the same fit as the plan's (decide's memory).
@@ -301,6 +298,21 @@ std::size_t boundedBy(const ControllerConfig& config, const PhaseMeasurements& p
     if (by == kNoBaseline || bits[p] > bits[by]) by = p;
   }
   return by;
+}
+
+}  // namespace
+
+BranchVerdict beforeBranch(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c) {
+  BranchVerdict verdict;
+  PhaseMeasurements sofar;
+  PhasePlan plan;
+  if (!planSoFar(config, phase, c, sofar, plan)) return verdict;
+  if (dominatedIn(sofar, plan, c)) {
+    verdict.pruned = kPrunedDominated;
+  } else if ((verdict.boundedBy = boundedIn(config, sofar, plan, c)) != kNoBaseline) {
+    verdict.pruned = kPrunedBounded;
+  }
+  return verdict;
 }
 
 std::vector<std::size_t> branchOrder(const ControllerConfig& config, const std::vector<double>& secondsPerStep,

@@ -127,16 +127,20 @@ std::vector<std::size_t> branchOrder(const ControllerConfig& config, const std::
 // The highest rate a candidate could reach: from accuracy start to 1 in horizon steps of seconds each.
 double rateCeiling(double startAccuracy, double horizonSteps, double secondsPerStep);
 
-// True when candidate c (not yet speculated: its observation has only secondsPerStep) is dominated by
-// the branches already run in phase, as planPhase plans them. False while no branch has run or when
-// no branch is sure to gain (a converged phase prunes nothing).
-bool dominated(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
-
-// The candidate whose branch bounds candidate c (bounded above; c not yet speculated), the most precise
-// one when several do; kNoBaseline when c is not bounded: no branch has run, none of them gains, c has
-// no bits of its own, no more precise branch has run, c's own plan would shorten the common seconds, or
-// any more precise branch run would score a higher rate at c's speed than the best branch run.
-std::size_t boundedBy(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
+// Whether candidate c (not yet speculated: its observation has only secondsPerStep) still needs its
+// branch, given the branches already run in phase as planPhase plans them (one plan serves both tests):
+//   pruned kPrunedDominated: dominated above; never while no branch has run or when no branch is sure
+//     to gain (a converged phase prunes nothing);
+//   pruned kPrunedBounded, boundedBy the bounding candidate (the most precise one when several do):
+//     bounded above; never when no branch gains, c has no bits of its own, no more precise branch has
+//     run, c's own plan would shorten the common seconds, or any more precise branch run would score a
+//     higher rate at c's speed than the best branch run;
+//   pruned nullptr: run its branch.
+struct BranchVerdict {
+  const char* pruned = nullptr;
+  std::size_t boundedBy = kNoBaseline;
+};
+BranchVerdict beforeBranch(const ControllerConfig& config, const PhaseMeasurements& phase, std::size_t c);
 
 // Whether candidate i may stand in for the baseline (stood_in above): the baseline is fp32 and i a fixed
 // element-wise format without error feedback whose one quantization moves a value by at most

@@ -159,34 +159,32 @@ class Controller:
         self._check(self._lib.AdaPrec_ControllerReportStepSamples(self._handle, str(candidate).encode(), array,
                                                                   len(values)))
 
+    def _ask(self, function, candidate, answer):
+        """One question about a candidate: function(handle, name, &answer); returns answer.value."""
+        import ctypes
+
+        self._check(function(self._handle, str(candidate).encode(), ctypes.byref(answer)))
+        return answer.value
+
     def probe_settled(self, candidate):
         """Pruning: whether the candidate's probe may stop, its verdicts settled by the samples reported
         so far (report_step_samples after each probe step; see AdaPrec_ControllerProbeSettled)."""
         import ctypes
 
-        answer = ctypes.c_int(0)
-        self._check(self._lib.AdaPrec_ControllerProbeSettled(self._handle, str(candidate).encode(),
-                                                             ctypes.byref(answer)))
-        return bool(answer.value)
+        return bool(self._ask(self._lib.AdaPrec_ControllerProbeSettled, candidate, ctypes.c_int(0)))
 
     def probe_contested(self, candidate):
         """Pruning: whether the candidate may probe beyond probe_steps (up to contested_probe_steps): it
         and another candidate can both pay and their test is not settled (AdaPrec_ControllerProbeContested)."""
         import ctypes
 
-        answer = ctypes.c_int(0)
-        self._check(self._lib.AdaPrec_ControllerProbeContested(self._handle, str(candidate).encode(),
-                                                               ctypes.byref(answer)))
-        return bool(answer.value)
+        return bool(self._ask(self._lib.AdaPrec_ControllerProbeContested, candidate, ctypes.c_int(0)))
 
     def should_speculate(self, candidate):
         """Pruning: whether the candidate's branch is worth running now (False: pruned this phase)."""
         import ctypes
 
-        answer = ctypes.c_int(0)
-        self._check(self._lib.AdaPrec_ControllerShouldSpeculate(self._handle, str(candidate).encode(),
-                                                                ctypes.byref(answer)))
-        return bool(answer.value)
+        return bool(self._ask(self._lib.AdaPrec_ControllerShouldSpeculate, candidate, ctypes.c_int(0)))
 
     def branch_rank(self, candidate):
         """Pruning: the candidate's place (0: first) in the order to run the branches in: the fastest
@@ -194,9 +192,7 @@ class Controller:
         (AdaPrec_ControllerBranchRank). Needs every candidate's step time."""
         import ctypes
 
-        rank = ctypes.c_size_t(0)
-        self._check(self._lib.AdaPrec_ControllerBranchRank(self._handle, str(candidate).encode(), ctypes.byref(rank)))
-        return int(rank.value)
+        return int(self._ask(self._lib.AdaPrec_ControllerBranchRank, candidate, ctypes.c_size_t(0)))
 
     def pruning_reason(self, candidate):
         """Why should_speculate said no to the candidate in this phase ("not_faster", "dominated",
