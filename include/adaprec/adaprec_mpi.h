@@ -214,6 +214,17 @@ typedef struct AdaPrec_Decision {
 
 const char *AdaPrec_ControllerLastError(void);
 void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions *options);
+/* The library's default of a setting the trainer around the controller applies itself (adaprec-train's
+ * options and the Python driver read these; neither restates them): "speculative_steps" (steps per
+ * branch, --spec-steps), "eval_points" (evaluations per branch, --spec-evals), "probe_steps" and
+ * "contested_probe_steps" (--probe-steps, --contested-probe-steps), "first_phase_step" (--spec-start),
+ * "validation_images" (--val-images), and the options above: "continuation_steps", "max_overhead",
+ * "min_speedup", "max_continuation_doublings" (--max-doublings). ADAPREC_ERR_INVALID_ARGUMENT naming
+ * the valid names for any other name or a NULL pointer. */
+int AdaPrec_ControllerDefault(const char *name, double *value);
+/* The default candidates (adaprec-train's --candidates), comma-separated: written into out when
+ * capacity suffices (with its NUL), *size always set to its length without the NUL (out NULL to ask). */
+int AdaPrec_ControllerDefaultCandidates(char *out, size_t capacity, size_t *size);
 /* candidates: count format specs ("fp32", "fp8s", "table4+ef", "fastest"), each at most once; options
  * NULL: the defaults. */
 int AdaPrec_ControllerCreate(const char *const *candidates, size_t count,

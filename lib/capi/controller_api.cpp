@@ -187,6 +187,57 @@ extern "C" void AdaPrec_ControllerDefaultOptions(AdaPrec_ControllerOptions* opti
   options->minSpeedup = defaults.minSpeedup;
 }
 
+namespace {
+
+// The settings a trainer applies around the controller (how long a branch is, how often it is
+// evaluated, how its step time is probed), with the options' own: their defaults come from
+// ControllerConfig here, so that no driver (the Python one) keeps a copy that drifts.
+struct NamedDefault {
+  const char* name;
+  double (*value)(const ctl::ControllerConfig&);
+};
+constexpr NamedDefault kNamedDefaults[] = {
+    {"speculative_steps", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.speculativeSteps); }},
+    {"eval_points", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.evalPoints); }},
+    {"probe_steps", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.probeSteps); }},
+    {"contested_probe_steps", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.contestedProbeSteps); }},
+    {"first_phase_step", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.firstPhaseStep); }},
+    {"validation_images", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.validationImages); }},
+    {"continuation_steps", [](const ctl::ControllerConfig& c) { return static_cast<double>(c.continuationSteps); }},
+    {"max_overhead", [](const ctl::ControllerConfig& c) { return c.maxOverhead; }},
+    {"min_speedup", [](const ctl::ControllerConfig& c) { return c.minSpeedup; }},
+    {"max_continuation_doublings",
+     [](const ctl::ControllerConfig& c) { return static_cast<double>(c.maxContinuationDoublings); }},
+};
+
+}  // namespace
+
+extern "C" int AdaPrec_ControllerDefault(const char* name, double* value) {
+  return guarded(__func__, [&] {
+    ADAPREC_CHECK_ARG(name != nullptr && value != nullptr, "name and value must not be NULL");
+    const ctl::ControllerConfig defaults;
+    std::string valid;
+    for (const NamedDefault& d : kNamedDefaults) {
+      if (std::strcmp(d.name, name) == 0) {
+        *value = d.value(defaults);
+        return;
+      }
+      valid += std::string(valid.empty() ? "" : ", ") + d.name;
+    }
+    ADAPREC_FAIL(ErrorCode::kInvalidArgument, "no controller default named '" << name << "' (valid: " << valid << ")");
+  });
+}
+
+extern "C" int AdaPrec_ControllerDefaultCandidates(char* out, size_t capacity, size_t* size) {
+  return guarded(__func__, [&] {
+    ADAPREC_CHECK_ARG(size != nullptr, "size must not be NULL");
+    std::string joined;
+    for (const std::string& name : ctl::ControllerConfig{}.candidates) joined += (joined.empty() ? "" : ",") + name;
+    *size = joined.size();
+    if (out != nullptr && capacity > joined.size()) std::memcpy(out, joined.c_str(), joined.size() + 1);
+  });
+}
+
 extern "C" int AdaPrec_ControllerCreate(const char* const* candidates, size_t count,
                                         const AdaPrec_ControllerOptions* options, AdaPrec_Controller* out) {
   return guarded(__func__, [&] {

@@ -164,6 +164,9 @@ def controller_lib():
         signatures = {
             "AdaPrec_ControllerLastError": (ctypes.c_char_p, []),
             "AdaPrec_ControllerDefaultOptions": (None, [P(ControllerOptions)]),
+            "AdaPrec_ControllerDefault": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_double)]),
+            "AdaPrec_ControllerDefaultCandidates": (
+                ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, P(ctypes.c_size_t)]),
             "AdaPrec_ControllerCreate": (
                 ctypes.c_int, [P(ctypes.c_char_p), ctypes.c_size_t, P(ControllerOptions), P(c_ctrl)]),
             "AdaPrec_ControllerFree": (ctypes.c_int, [c_ctrl]),

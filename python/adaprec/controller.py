@@ -12,7 +12,7 @@ AdaptivePrecision, on them; a JAX, TensorFlow or numpy loop imports them from he
 
 import adaprec
 
-__all__ = ["Controller", "schedule_rates", "schedule_zero_from"]
+__all__ = ["Controller", "controller_default", "default_candidates", "schedule_rates", "schedule_zero_from"]
 
 
 def _whole(name, value, least=0):
@@ -54,6 +54,36 @@ def schedule_zero_from(spec):
     step = ctypes.c_double()
     _check(lib, lib.AdaPrec_ControllerScheduleZeroFrom(_spec_bytes(spec), ctypes.byref(step)))
     return step.value
+
+
+def controller_default(name):
+    """The library's default of a setting the driver applies around the controller (the C API's
+    AdaPrec_ControllerDefault, which adaprec-train's options share): "speculative_steps",
+    "eval_points", "probe_steps", "contested_probe_steps", "first_phase_step", "validation_images",
+    "continuation_steps", "max_overhead", "min_speedup", "max_continuation_doublings". An int for the
+    counts, a float for the fractions; another name raises adaprec.InvalidArgumentError listing them."""
+    import ctypes
+
+    from . import _capi
+
+    lib = _capi.controller_lib()
+    value = ctypes.c_double()
+    _check(lib, lib.AdaPrec_ControllerDefault(str(name).encode(), ctypes.byref(value)))
+    return value.value if name in ("max_overhead", "min_speedup") else int(value.value)
+
+
+def default_candidates():
+    """The library's default candidate formats (adaprec-train's --candidates), as a list."""
+    import ctypes
+
+    from . import _capi
+
+    lib = _capi.controller_lib()
+    size = ctypes.c_size_t()
+    _check(lib, lib.AdaPrec_ControllerDefaultCandidates(None, 0, ctypes.byref(size)))
+    text = ctypes.create_string_buffer(size.value + 1)
+    _check(lib, lib.AdaPrec_ControllerDefaultCandidates(text, size.value + 1, ctypes.byref(size)))
+    return text.value.decode().split(",")
 
 
 def _spec_bytes(spec):
@@ -116,7 +146,9 @@ class Controller:
             options.minSpeedup = float(min_speedup)
         # The settings in effect (the library's defaults filled in), for drivers that act on them.
         self.continuation_steps = int(options.continuationSteps)
+        self.max_overhead = float(options.maxOverhead)
         self.prune = bool(options.prune)
+        self.min_speedup = float(options.minSpeedup)
         names = (ctypes.c_char_p * len(self.candidates))(*[c.encode() for c in self.candidates])
         handle = ctypes.c_void_p()
         self._check(self._lib.AdaPrec_ControllerCreate(names, len(self.candidates), ctypes.byref(options),

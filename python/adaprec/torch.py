@@ -30,7 +30,8 @@ import torch
 import torch.distributed as dist
 
 import adaprec
-from adaprec.controller import Controller, schedule_rates, schedule_zero_from  # noqa: F401 - re-exported: part of this module's API
+from adaprec.controller import (  # noqa: F401 - re-exported: part of this module's API
+    Controller, controller_default, default_candidates, schedule_rates, schedule_zero_from)
 
 
 def init_process_group(backend="gloo", comm=None, **kwargs):
@@ -479,6 +480,9 @@ class AdaptivePrecision:
     (torch.distributed broadcast); records holds each decision's record (rank 0's log line).
     Residuals are dropped when a branch starts and at the decision, as in adaprec-train.
 
+    candidates, speculative_steps, eval_points, probe_steps, contested_probe_steps: None takes the
+    controller library's defaults, adaprec-train's (default_candidates(), controller_default(name);
+    docs/python.md lists them).
     continuation_steps, max_overhead, rule, prune, min_speedup: as Controller's (None: the library's
     defaults). prune (default True), min_speedup, probe_steps: pruning as adaprec-train's (docs/trainer.md,
     "Pruning"): the first phase trains at most probe_steps steps of each candidate to measure its step
@@ -496,10 +500,18 @@ class AdaptivePrecision:
     leaves them out of snapshots and restore() leaves .grad as it is."""
 
     def __init__(self, model, optimizer, hook_state, train_step, evaluate, total_steps, scheduler=None,
-                 candidates=("fp32", "fp16", "fp8s", "table4", "table2"), speculative_steps=20,
-                 eval_points=2, continuation_steps=None, max_overhead=None, rule=None,
-                 validation_images=0, steps_per_epoch=0, learning_rate=None, lr_schedule=None,
-                 prune=None, min_speedup=None, probe_steps=3, contested_probe_steps=6, restore_grads=True):
+                 candidates=None, speculative_steps=None, eval_points=None, continuation_steps=None,
+                 max_overhead=None, rule=None, validation_images=0, steps_per_epoch=0, learning_rate=None,
+                 lr_schedule=None, prune=None, min_speedup=None, probe_steps=None, contested_probe_steps=None,
+                 restore_grads=True):
+        # Left at None: the controller library's defaults, adaprec-train's (controller_default; until
+        # 2026-12-08 the driver kept its own: 20 steps and 2 evaluations per branch against 30 and 3).
+        candidates = default_candidates() if candidates is None else candidates
+        speculative_steps = controller_default("speculative_steps") if speculative_steps is None else speculative_steps
+        eval_points = controller_default("eval_points") if eval_points is None else eval_points
+        probe_steps = controller_default("probe_steps") if probe_steps is None else probe_steps
+        if contested_probe_steps is None:
+            contested_probe_steps = controller_default("contested_probe_steps")
         if eval_points < 1 or speculative_steps < eval_points:
             raise adaprec.InvalidArgumentError(
                 f"adaprec: speculative steps {speculative_steps} must be >= evaluation points {eval_points} >= 1")

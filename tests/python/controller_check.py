@@ -14,7 +14,8 @@ sys.modules["torch"] = None
 sys.modules["mpi4py"] = None
 
 import adaprec  # noqa: E402
-from adaprec.controller import Controller, schedule_rates, schedule_zero_from  # noqa: E402
+from adaprec.controller import (  # noqa: E402
+    Controller, controller_default, default_candidates, schedule_rates, schedule_zero_from)
 
 failures = []
 
@@ -91,6 +92,27 @@ try:
     check(False, "schedule_zero_from: a spec with a NUL accepted")
 except adaprec.InvalidArgumentError as error:
     check("NUL" in str(error), "schedule_zero_from: a NUL refused")
+
+# The library's defaults, which AdaptivePrecision takes for its arguments left at None.
+candidates = default_candidates()
+check(isinstance(candidates, list) and "fp32" in candidates and len(set(candidates)) == len(candidates),
+      f"default_candidates: {candidates}")
+spec_steps, eval_points = controller_default("speculative_steps"), controller_default("eval_points")
+probe_steps = controller_default("probe_steps")
+check(isinstance(spec_steps, int) and isinstance(eval_points, int) and 1 <= probe_steps <= spec_steps // eval_points,
+      f"controller_default: {spec_steps} steps, {eval_points} evaluations, {probe_steps} probe steps")
+check(controller_default("contested_probe_steps") >= probe_steps, "controller_default: contested >= probe steps")
+defaults = Controller(candidates)
+check(controller_default("continuation_steps") == defaults.continuation_steps
+      and controller_default("max_overhead") == defaults.max_overhead,
+      "controller_default: the options' defaults as Controller takes them")
+defaults.close()
+try:
+    controller_default("spec_steps")
+    check(False, "controller_default: an unknown name accepted")
+except adaprec.InvalidArgumentError as error:
+    check("no controller default named 'spec_steps'" in str(error) and "speculative_steps" in str(error),
+          "controller_default: an unknown name refused, the valid ones listed")
 
 check("torch" not in sys.modules or sys.modules["torch"] is None, "torch was not imported")
 print(f"controller_check: {len(failures)} failure(s)")

@@ -417,6 +417,23 @@ def stand_in_checks():
     controller.close()
 
 
+def default_checks():
+    """Arguments left at None take the controller library's defaults, adaprec-train's (the driver kept
+    its own 20 steps and 2 evaluations per branch until 2026-12-08, against the library's 30 and 3)."""
+    model, state, optimizer, scheduler, train_step, evaluate = setup()
+    driver = adaprec_torch.AdaptivePrecision(model, optimizer, state, train_step, evaluate, total_steps=400,
+                                             scheduler=scheduler)
+    expected = {name: adaprec_torch.controller_default(name)
+                for name in ("speculative_steps", "eval_points", "probe_steps", "contested_probe_steps")}
+    got = {name: getattr(driver, name) for name in expected}
+    check(got == expected, f"driver defaults {got}: the library's {expected}")
+    check(driver.candidates == adaprec_torch.default_candidates(),
+          f"driver candidates {driver.candidates}: the library's default")
+    check(driver.continuation_steps == adaprec_torch.controller_default("continuation_steps"),
+          "driver continuation: the library's default")
+    driver.controller.close()
+
+
 def rng_digest():
     return hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
 
@@ -703,6 +720,7 @@ def main():
     settled_probe_checks()
     contested_probe_checks()
     stand_in_checks()
+    default_checks()
     branch_start_checks()
     train_mode_checks()
     optimizer_reference_checks()

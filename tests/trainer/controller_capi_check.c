@@ -83,6 +83,33 @@ int main(void) {
   AdaPrec_ControllerOptions options;
   AdaPrec_ControllerDefaultOptions(&options);
   CHECK(options.continuationSteps == 300 && options.maxOverhead == 0.1 && options.rule == ADAPREC_RULE_GAIN);
+  /* The named defaults agree with the options' and name the driver-side settings. */
+  double value = -1;
+  CHECK(AdaPrec_ControllerDefault("continuation_steps", &value) == ADAPREC_OK && value == options.continuationSteps);
+  CHECK(AdaPrec_ControllerDefault("max_overhead", &value) == ADAPREC_OK && value == options.maxOverhead);
+  CHECK(AdaPrec_ControllerDefault("min_speedup", &value) == ADAPREC_OK && value == options.minSpeedup);
+  double specSteps = 0, evalPoints = 0, probe = 0, contested = 0;
+  CHECK(AdaPrec_ControllerDefault("speculative_steps", &specSteps) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerDefault("eval_points", &evalPoints) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerDefault("probe_steps", &probe) == ADAPREC_OK);
+  CHECK(AdaPrec_ControllerDefault("contested_probe_steps", &contested) == ADAPREC_OK);
+  /* A default trainer's probe ends by its branch's first evaluation (the controller's own limit). */
+  CHECK(evalPoints >= 1 && specSteps >= evalPoints && probe >= 1 && probe <= specSteps / evalPoints);
+  CHECK(contested >= probe);
+  value = -1;
+  CHECK(AdaPrec_ControllerDefault("spec_steps", &value) == ADAPREC_ERR_INVALID_ARGUMENT && value == -1);
+  CHECK(strstr(AdaPrec_ControllerLastError(), "no controller default named 'spec_steps'") != NULL);
+  CHECK(strstr(AdaPrec_ControllerLastError(), "speculative_steps") != NULL);
+  CHECK(AdaPrec_ControllerDefault(NULL, &value) == ADAPREC_ERR_INVALID_ARGUMENT);
+  CHECK(AdaPrec_ControllerDefault("eval_points", NULL) == ADAPREC_ERR_INVALID_ARGUMENT);
+  size_t namesSize = 0;
+  CHECK(AdaPrec_ControllerDefaultCandidates(NULL, 0, &namesSize) == ADAPREC_OK && namesSize > 0);
+  char names[128];
+  memset(names, 'x', sizeof names);
+  CHECK(AdaPrec_ControllerDefaultCandidates(names, namesSize, &namesSize) == ADAPREC_OK && names[0] == 'x');
+  CHECK(AdaPrec_ControllerDefaultCandidates(names, sizeof names, &namesSize) == ADAPREC_OK);
+  CHECK(strlen(names) == namesSize && strstr(names, "fp32") != NULL && strchr(names, ',') != NULL);
+  CHECK(AdaPrec_ControllerDefaultCandidates(names, sizeof names, NULL) == ADAPREC_ERR_INVALID_ARGUMENT);
   options.continuationSteps = 100;
   options.maxOverhead = 1; /* fixed continuations: the horizon is 30 + 100 */
   options.totalSteps = 1000;
