@@ -7,21 +7,13 @@
 #include "adaprec/error.hpp"
 #include "adaprec/format.hpp"
 #include "algorithm/error_model.hpp"
+#include "stats/t_quantile.hpp"
 
 namespace adaprec::controller {
 
-static_assert(kFasterConfidence == 0.90, "fasterQuantile's table is for one-sided 90 %");
+static_assert(kFasterConfidence == stats::kOneSided90, "fasterQuantile is t's one-sided 90 % quantile");
 
-double fasterQuantile(double dof) {
-  ADAPREC_CHECK_ARG(dof > 0, "t quantile with " << dof << " degrees of freedom");
-  // t(0.90, dof) for dof 1..10; beyond, the Cornish-Fisher expansion around the normal quantile
-  // (within 0.001 of the exact value from dof 10 on).
-  static constexpr double kTable[] = {3.0777, 1.8856, 1.6377, 1.5332, 1.4759, 1.4398, 1.4149, 1.3968, 1.3830, 1.3722};
-  if (dof <= 10) return kTable[static_cast<std::size_t>(std::ceil(dof)) - 1];
-  const double z = 1.2815516;  // the normal's 90 % quantile
-  const double z3 = z * z * z;
-  return z + (z3 + z) / (4 * dof) + (5 * z3 * z * z + 16 * z3 + 3 * z) / (96 * dof * dof);
-}
+double fasterQuantile(double dof) { return stats::tQuantile90(dof); }
 
 double median(std::vector<double> seconds) {
   ADAPREC_CHECK_ARG(!seconds.empty(), "the median of no step times");
