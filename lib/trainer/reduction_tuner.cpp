@@ -1,10 +1,15 @@
 #include "reduction_tuner.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 #include "adaprec/error.hpp"
+#include "stats/t_quantile.hpp"
 
 namespace adaprec::trainer {
+
+static_assert(ReductionTuner::kPairs >= 4, "the test leaves two pairs out and needs two to spread");
 
 ReductionMode ReductionTuner::nextMode(const std::string& key) const {
   if (decided_) return *decided_;
@@ -16,7 +21,7 @@ ReductionMode ReductionTuner::nextMode(const std::string& key) const {
 void ReductionTuner::record(double seconds, const std::string& key) {
   // A step during a pause breaks a pending pair (its overlapped half would run from another state).
   if (paused_) pendingKey_.reset();
-  if (decided_ || paused_ || ratios_.size() == kPairs) return;
+  if (decided_ || paused_ || logRatios_.size() == kPairs) return;
   if (steps_ < kWarmupSteps) {
     ++steps_;
     return;
@@ -28,8 +33,8 @@ void ReductionTuner::record(double seconds, const std::string& key) {
     return;
   }
   pendingKey_.reset();
-  // A zero-length sequential step (a clock's resolution) carries no information.
-  ratios_.push_back(sequentialSeconds_ > 0 ? seconds / sequentialSeconds_ : 1.0);
+  // A zero-length step (a clock's resolution) carries no information.
+  logRatios_.push_back(sequentialSeconds_ > 0 && seconds > 0 ? std::log(seconds / sequentialSeconds_) : 0.0);
 }
 
 void ReductionTuner::pause(bool paused) {
@@ -40,19 +45,25 @@ void ReductionTuner::pause(bool paused) {
   paused_ = paused;
 }
 
-bool ReductionTuner::readyToDecide() const { return !decided_ && ratios_.size() == kPairs; }
+bool ReductionTuner::readyToDecide() const { return !decided_ && logRatios_.size() == kPairs; }
 
-double ReductionTuner::medianRatio() const {
-  ADAPREC_CHECK(!ratios_.empty(), ErrorCode::kInternal, "no reduction timing pairs measured");
-  std::vector<double> sorted = ratios_;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  return n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-}
-
-void ReductionTuner::decide(double agreedRatio) {
-  agreedRatio_ = agreedRatio;
-  decided_ = agreedRatio < 1.0 ? ReductionMode::kOverlap : ReductionMode::kSequential;
+void ReductionTuner::decide(const std::vector<double>& agreedLogRatios) {
+  ADAPREC_CHECK(agreedLogRatios.size() == kPairs, ErrorCode::kInternal,
+                agreedLogRatios.size() << " reduction timing pairs agreed, " << kPairs << " expected");
+  // The smallest and the largest pair left out: a descheduled step on an oversubscribed host lands
+  // on one pair (a 9x outlier moved the median not at all and would decide a mean alone).
+  std::vector<double> kept = agreedLogRatios;
+  std::sort(kept.begin(), kept.end());
+  kept = std::vector<double>(kept.begin() + 1, kept.end() - 1);
+  const double n = static_cast<double>(kept.size());
+  const double mean = std::accumulate(kept.begin(), kept.end(), 0.0) / n;
+  double squares = 0;
+  for (const double r : kept) squares += (r - mean) * (r - mean);
+  const double standardError = std::sqrt(squares / (n - 1) / n);
+  const double bound = mean + stats::tQuantile90(n - 1) * standardError;
+  agreedRatio_ = std::exp(mean);
+  agreedRatioBound_ = std::exp(bound);
+  decided_ = bound < 0 ? ReductionMode::kOverlap : ReductionMode::kSequential;
 }
 
 }  // namespace adaprec::trainer

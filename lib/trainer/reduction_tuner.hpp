@@ -2,9 +2,15 @@
 // job, measured on the job itself, as Horovod's autotuner measures its knobs. Overlap and sequential
 // give bit-identical results (reduction_pipeline.hpp), so the probe costs no accuracy: after a few
 // warm-up steps the trainer alternates the two modes step by step, pairs each overlapped step with the
-// sequential step before it (same data shape, same formats, the machine's load of that moment), takes
-// the median of the pairs' time ratios, agrees it across ranks, and keeps the faster mode for the rest of
-// the run. A pair is two consecutive steps of the same format (the caller's key): pairing a step of one
+// sequential step before it (same data shape, same formats, the machine's load of that moment), agrees
+// each pair's log time ratio across ranks (their mean), and keeps overlap for the rest of the run only
+// when the pairs show it faster at 90 % (one-sided t test on the log ratios but the smallest and the
+// largest, stats/t_quantile.hpp),
+// sequential otherwise. Until 2026-12-08 a median ratio below 1 was enough: between emulated nodes on 2
+// cores overlap was taken on medians of 0.91-0.998 in about 40 % of the runs, ran no faster than
+// sequential afterwards (median steps within 2 %), and 2 of 16 such runs at 100 Mbit/s ran 16 and 32 %
+// slower for the rest of the run, no sequential one of 27 (docs/results.md, "--reduction auto and a
+// slow overlap"); the extra thread must earn its place. A pair is two consecutive steps of the same format (the caller's key): pairing a step of one
 // format with the next of another measured the formats, not the modes (the controller's interleaved
 // probes: fp16 sequential and fp8s overlapped read as overlap saving 13 %); a step whose format differs
 // from the pending step's runs sequential and starts a new pair. The controller's phases (probes and
@@ -37,24 +43,28 @@ class ReductionTuner {
   // pending when the pause begins is dropped when a step ran during the pause (its overlapped half
   // would run from another state), kept when none did.
   void pause(bool paused);
-  // True once every pair is measured and no decision is taken yet: the caller agrees medianRatio()
-  // across ranks and calls decide() with the agreed ratio, on every rank at the same step.
+  // True once every pair is measured and no decision is taken yet: the caller agrees logRatios() across
+  // ranks (each pair's mean) and calls decide() with them, on every rank at the same step.
   bool readyToDecide() const;
-  // This rank's median of overlap time / sequential time over the pairs.
-  double medianRatio() const;
-  // Overlap is kept when the agreed ratio is below 1 (strictly faster), sequential otherwise.
-  void decide(double agreedRatio);
+  // This rank's log(overlap time / sequential time) of each pair, in order.
+  const std::vector<double>& logRatios() const { return logRatios_; }
+  // Overlap is kept when the agreed pairs show it faster (their smallest and largest left out, the
+  // mean log ratio of the others plus the one-sided 90 % t quantile times its standard error is below
+  // 0), sequential otherwise. kPairs values.
+  void decide(const std::vector<double>& agreedLogRatios);
   std::optional<ReductionMode> decided() const { return decided_; }
+  // exp of the agreed pairs' mean log ratio (overlapped / sequential) and of its 90 % upper bound.
   std::optional<double> agreedRatio() const { return agreedRatio_; }
+  std::optional<double> agreedRatioBound() const { return agreedRatioBound_; }
 
  private:
   std::size_t steps_ = 0;
   bool paused_ = false;
   std::optional<std::string> pendingKey_;  // the format of the current pair's sequential step, if any
   double sequentialSeconds_ = 0;            // of the current pair
-  std::vector<double> ratios_;
+  std::vector<double> logRatios_;
   std::optional<ReductionMode> decided_;
-  std::optional<double> agreedRatio_;
+  std::optional<double> agreedRatio_, agreedRatioBound_;
 };
 
 }  // namespace adaprec::trainer

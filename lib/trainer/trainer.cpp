@@ -142,15 +142,17 @@ void Trainer::tuneReduction() {
   if (tuner_->readyToDecide()) {
     // Every rank has run the same steps, so every rank is here at the same step; the pipeline is idle
     // (sequential and overlap steps finish their reductions).
-    const double local = tuner_->medianRatio();
-    double sum = 0;
-    timedAllreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_, "--reduction auto's decision");
-    tuner_->decide(sum / size_);
+    std::vector<double> pairs = tuner_->logRatios();
+    timedAllreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(pairs.size()), MPI_DOUBLE, MPI_SUM, comm_,
+                   "--reduction auto's decision");
+    for (double& p : pairs) p /= size_;
+    tuner_->decide(pairs);
     if (rank_ == 0)  // once, whatever --no-progress says (docs/trainer.md)
       std::fprintf(stderr,
-                   "adaprec-train: --reduction auto: %s (overlapped steps took %.3f of the sequential ones: "
-                   "median of %zu pairs, mean over ranks)\n",
-                   toString(*tuner_->decided()).c_str(), *tuner_->agreedRatio(), ReductionTuner::kPairs);
+                   "adaprec-train: --reduction auto: %s (overlapped steps took %.3f of the sequential ones, "
+                   "at most %.3f at 90 %%: %zu pairs, each the mean over ranks; overlap only when below 1)\n",
+                   toString(*tuner_->decided()).c_str(), *tuner_->agreedRatio(), *tuner_->agreedRatioBound(),
+                   ReductionTuner::kPairs);
   }
   pipeline_->setStepMode(tuner_->nextMode(config_.formatLabel));
 }
@@ -554,7 +556,10 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
   if (config_.reduction == ReductionMode::kAuto) {
     // Timing-dependent: what auto chose (before its decision, or without a tuner: "auto").
     j["reduction"] = tuner_ && tuner_->decided() ? "auto:" + toString(*tuner_->decided()) : std::string("auto");
-    if (tuner_ && tuner_->agreedRatio()) j["reduction_ratio"] = *tuner_->agreedRatio();
+    if (tuner_ && tuner_->agreedRatio()) {
+      j["reduction_ratio"] = *tuner_->agreedRatio();
+      j["reduction_ratio_bound"] = *tuner_->agreedRatioBound();  // overlap only when below 1
+    }
   } else {
     j["reduction"] = toString(pipeline_->mode());
   }
