@@ -10,31 +10,36 @@
 namespace adaprec::trainer {
 
 static_assert(ReductionTuner::kPairs >= 4, "the test leaves two pairs out and needs two to spread");
+static_assert(ReductionTuner::kBlockSteps >= 2, "a block's first step is not timed");
 
 ReductionMode ReductionTuner::nextMode(const std::string& key) const {
   if (decided_) return *decided_;
   if (paused_ || steps_ < kWarmupSteps) return ReductionMode::kSequential;
-  // The overlapped half of a pair follows a sequential step of the same format; anything else starts a pair.
-  return pendingKey_ == key ? ReductionMode::kOverlap : ReductionMode::kSequential;
+  // A pair's first kBlockSteps steps run sequential, its next kBlockSteps overlapped, all of one
+  // format; a step of another format starts a pair.
+  if (!pair_ || pair_->key != key) return ReductionMode::kSequential;
+  return pair_->steps < kBlockSteps ? ReductionMode::kSequential : ReductionMode::kOverlap;
 }
 
 void ReductionTuner::record(double seconds, const std::string& key) {
-  // A step during a pause breaks a pending pair (its overlapped half would run from another state).
-  if (paused_) pendingKey_.reset();
+  // A step during a pause breaks a pending pair (its other steps would run from another state).
+  if (paused_) pair_.reset();
   if (decided_ || paused_ || logRatios_.size() == kPairs) return;
   if (steps_ < kWarmupSteps) {
     ++steps_;
     return;
   }
   ++steps_;
-  if (pendingKey_ != key) {  // ran sequential (nextMode): the first half of a pair
-    pendingKey_ = key;
-    sequentialSeconds_ = seconds;
-    return;
-  }
-  pendingKey_.reset();
-  // A zero-length step (a clock's resolution) carries no information.
-  logRatios_.push_back(sequentialSeconds_ > 0 && seconds > 0 ? std::log(seconds / sequentialSeconds_) : 0.0);
+  if (!pair_ || pair_->key != key) pair_ = Pair{key};  // ran sequential (nextMode): a pair's first step
+  Pair& pair = *pair_;
+  const std::size_t at = pair.steps++;
+  // Each block's first step is not timed: it carries the switch from the other mode.
+  if (at % kBlockSteps != 0) (at < kBlockSteps ? pair.sequentialSeconds : pair.overlapSeconds) += seconds;
+  if (pair.steps < 2 * kBlockSteps) return;
+  // A zero-length block (a clock's resolution) carries no information.
+  const bool timed = pair.sequentialSeconds > 0 && pair.overlapSeconds > 0;
+  logRatios_.push_back(timed ? std::log(pair.overlapSeconds / pair.sequentialSeconds) : 0.0);
+  pair_.reset();
 }
 
 void ReductionTuner::pause(bool paused) {

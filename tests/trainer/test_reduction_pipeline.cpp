@@ -193,6 +193,24 @@ bool allNear(const std::vector<double>& values, double expected) {
   return std::all_of(values.begin(), values.end(), [&](double v) { return v == Approx(expected); });
 }
 
+// One measured pair of format `key`: a block of sequential steps of `sequential` seconds, then a block of
+// overlapped ones of `overlap`, each block's first step (untimed) 5x slower; optionally a pause in which
+// no step runs before every step (the controller's hook).
+void feedPair(ReductionTuner& tuner, double sequential, double overlap, const std::string& key = "",
+              bool pauses = false) {
+  for (const auto& [mode, seconds] : {std::pair{ReductionMode::kSequential, sequential},
+                                      std::pair{ReductionMode::kOverlap, overlap}}) {
+    for (std::size_t i = 0; i < ReductionTuner::kBlockSteps; ++i) {
+      if (pauses) {
+        tuner.pause(true);
+        tuner.pause(false);
+      }
+      CHECK(tuner.nextMode(key) == mode);
+      tuner.record(i == 0 ? 5 * seconds : seconds, key);
+    }
+  }
+}
+
 std::vector<double> logsOf(const std::vector<double>& ratios) {
   std::vector<double> logs;
   for (const double r : ratios) logs.push_back(std::log(r));
@@ -210,10 +228,7 @@ TEST_CASE("reduction tuner: warm-up, alternating pairs, an outlier left out, a d
   // Overlap 0.8x sequential in every pair but one outlier (a descheduled step), which the test leaves out.
   for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
     CHECK_FALSE(tuner.readyToDecide());
-    CHECK(tuner.nextMode() == ReductionMode::kSequential);
-    tuner.record(0.100);
-    CHECK(tuner.nextMode() == ReductionMode::kOverlap);
-    tuner.record(pair == 3 ? 0.900 : 0.080);
+    feedPair(tuner, 0.100, pair == 3 ? 0.900 : 0.080);
   }
   REQUIRE(tuner.readyToDecide());
   const std::vector<double> ratios = pairRatios(tuner);
@@ -233,7 +248,7 @@ TEST_CASE("reduction tuner: warm-up, alternating pairs, an outlier left out, a d
   CHECK(pairRatios(tuner) == ratios);
 }
 
-TEST_CASE("reduction tuner: a pair is two steps of one format; interleaved formats run sequential", "[tuner]") {
+TEST_CASE("reduction tuner: a pair's steps are of one format; interleaved formats run sequential", "[tuner]") {
   // The controller's probes: one step of each candidate in turn. Paired across formats, the ratio
   // measured the formats (fp16 sequential 0.121 s, fp8s overlapped 0.105 s: "overlap saves 13 %").
   ReductionTuner tuner;
@@ -247,25 +262,16 @@ TEST_CASE("reduction tuner: a pair is two steps of one format; interleaved forma
   // A branch of one format: pairs of its own steps only (sequential, overlap, ...), overlap 10 % faster.
   for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
     CHECK_FALSE(tuner.readyToDecide());
-    CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
-    tuner.record(0.100, "table4");
-    CHECK(tuner.nextMode("table4") == ReductionMode::kOverlap);
-    tuner.record(0.090, "table4");
+    feedPair(tuner, 0.100, 0.090, "table4");
   }
   REQUIRE(tuner.readyToDecide());
   CHECK(allNear(pairRatios(tuner), 0.9));
   // A format change between the halves of a pair: the pending step is dropped, the new one starts a pair.
   ReductionTuner split;
   for (std::size_t i = 0; i < ReductionTuner::kWarmupSteps; ++i) split.record(1.0);
-  split.record(0.1, "fp16");
-  CHECK(split.nextMode("table2") == ReductionMode::kSequential);
-  split.record(0.05, "table2");
-  CHECK(split.nextMode("table2") == ReductionMode::kOverlap);
-  split.record(0.04, "table2");
-  for (std::size_t pair = 1; pair < ReductionTuner::kPairs; ++pair) {
-    split.record(0.05, "table2");
-    split.record(0.04, "table2");
-  }
+  for (std::size_t i = 0; i < ReductionTuner::kBlockSteps; ++i) split.record(0.1, "fp16");
+  CHECK(split.nextMode("fp16") == ReductionMode::kOverlap);  // fp16's pair would go on overlapped
+  for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) feedPair(split, 0.05, 0.04, "table2");
   REQUIRE(split.readyToDecide());
   CHECK(allNear(pairRatios(split), 0.8));  // no pair holds fp16's step
 }
@@ -274,7 +280,9 @@ TEST_CASE("reduction tuner: the controller's phases are not measured and run ali
   // The first phase's branches: paused, every step sequential whatever its format, none recorded.
   ReductionTuner tuner;
   for (std::size_t i = 0; i < ReductionTuner::kWarmupSteps; ++i) tuner.record(1.0, "fp32");
-  tuner.record(0.10, "table4");  // the first half of a pair, then a phase begins
+  // A pair's sequential block, then a phase begins.
+  for (std::size_t i = 0; i < ReductionTuner::kBlockSteps; ++i) tuner.record(0.10, "table4");
+  CHECK(tuner.nextMode("table4") == ReductionMode::kOverlap);
   tuner.pause(true);
   for (const char* format : {"table4", "table4", "fp16", "fp16", "table2"}) {
     CHECK(tuner.nextMode(format) == ReductionMode::kSequential);
@@ -285,10 +293,7 @@ TEST_CASE("reduction tuner: the controller's phases are not measured and run ali
   CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
   for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
     CHECK_FALSE(tuner.readyToDecide());
-    CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
-    tuner.record(0.100, "table4");
-    CHECK(tuner.nextMode("table4") == ReductionMode::kOverlap);
-    tuner.record(0.095, "table4");
+    feedPair(tuner, 0.100, 0.095, "table4");
   }
   REQUIRE(tuner.readyToDecide());
   CHECK(allNear(pairRatios(tuner), 0.95));
@@ -304,16 +309,7 @@ TEST_CASE("reduction tuner: a pause in which no step runs keeps the pending pair
   // Dropping the pending pair at each of those pauses completed no pair: an adaptive run never decided.
   ReductionTuner tuner;
   for (std::size_t i = 0; i < ReductionTuner::kWarmupSteps; ++i) tuner.record(1.0, "table4");
-  for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) {
-    tuner.pause(true);
-    tuner.pause(false);
-    CHECK(tuner.nextMode("table4") == ReductionMode::kSequential);
-    tuner.record(0.100, "table4");
-    tuner.pause(true);
-    tuner.pause(false);
-    CHECK(tuner.nextMode("table4") == ReductionMode::kOverlap);
-    tuner.record(0.080, "table4");
-  }
+  for (std::size_t pair = 0; pair < ReductionTuner::kPairs; ++pair) feedPair(tuner, 0.100, 0.080, "table4", true);
   REQUIRE(tuner.readyToDecide());
   CHECK(allNear(pairRatios(tuner), 0.8));
 }
