@@ -68,7 +68,7 @@ void ReductionTuner::decide(const std::vector<double>& agreedLogRatios) {
   const double bound = mean + stats::tQuantile90(n - 1) * standardError;
   agreedRatio_ = std::exp(mean);
   agreedRatioBound_ = std::exp(bound);
-  decided_ = bound < 0 ? ReductionMode::kOverlap : ReductionMode::kSequential;
+  decided_ = bound < std::log1p(-kMinOverlapGain) ? ReductionMode::kOverlap : ReductionMode::kSequential;
 }
 
 }  // namespace adaprec::trainer

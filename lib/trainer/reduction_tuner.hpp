@@ -4,9 +4,9 @@
 // warm-up steps the trainer measures kPairs pairs, each a block of kBlockSteps sequential steps and
 // then a block of kBlockSteps overlapped ones (same data shape, same formats, the machine's load of that
 // moment; each block's first step untimed), agrees each pair's log time ratio across ranks (their
-// mean), and keeps overlap for the rest of the run only when the pairs show it faster at 90 % (one-sided
-// t test on the log ratios but the smallest and the largest, stats/t_quantile.hpp), sequential
-// otherwise: the extra thread must earn its place.
+// mean), and keeps overlap for the rest of the run only when the pairs show it at least kMinOverlapGain
+// faster at 90 % (one-sided t test on the log ratios but the smallest and the largest,
+// stats/t_quantile.hpp), sequential otherwise: the extra thread must earn its place.
 // Until 2026-12-08 a pair was one sequential and one overlapped step and a median ratio below 1 took
 // overlap: between emulated nodes on 2 cores it did in about 40 % of the runs, on medians of 0.91-0.998,
 // ran no faster than sequential afterwards (median steps within 2 %), and 2 of 16 such runs at 100
@@ -39,6 +39,11 @@ class ReductionTuner {
   // each block's first step untimed. Single alternating steps (until 2026-12-08) measured overlap
   // 7 % faster in a run at 100 Mbit/s where it then ran 3 % slower than sequential runs.
   static constexpr std::size_t kBlockSteps = 3;
+  // Overlap must be shown at least this much faster: its extra thread costs over a whole run what a few
+  // steps do not show. With blocks, runs between emulated nodes on 2 cores that took overlap on bounds
+  // of 0.993-0.99996 then trained 2-6 % slower than sequential runs beside them (docs/results.md,
+  // "--reduction auto and a slow overlap"); a gain below this is not worth the risk where it is real.
+  static constexpr double kMinOverlapGain = 0.03;
 
   // The mode the next step, of format `key`, runs in (sequential or overlap).
   ReductionMode nextMode(const std::string& key = "") const;
@@ -54,12 +59,13 @@ class ReductionTuner {
   bool readyToDecide() const;
   // This rank's log(overlap time / sequential time) of each pair, in order.
   const std::vector<double>& logRatios() const { return logRatios_; }
-  // Overlap is kept when the agreed pairs show it faster (their smallest and largest left out, the
-  // mean log ratio of the others plus the one-sided 90 % t quantile times its standard error is below
-  // 0), sequential otherwise. kPairs values.
+  // Overlap is kept when the agreed pairs show it at least kMinOverlapGain faster (their smallest and
+  // largest left out, the mean log ratio of the others plus the one-sided 90 % t quantile times its
+  // standard error is below log(1 - kMinOverlapGain)), sequential otherwise. kPairs values.
   void decide(const std::vector<double>& agreedLogRatios);
   std::optional<ReductionMode> decided() const { return decided_; }
-  // exp of the agreed pairs' mean log ratio (overlapped / sequential) and of its 90 % upper bound.
+  // exp of the agreed pairs' mean log ratio (overlapped / sequential) and of its 90 % upper bound
+  // (overlap when the bound is below 1 - kMinOverlapGain).
   std::optional<double> agreedRatio() const { return agreedRatio_; }
   std::optional<double> agreedRatioBound() const { return agreedRatioBound_; }
 

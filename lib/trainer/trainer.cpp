@@ -150,9 +150,9 @@ void Trainer::tuneReduction() {
     if (rank_ == 0)  // once, whatever --no-progress says (docs/trainer.md)
       std::fprintf(stderr,
                    "adaprec-train: --reduction auto: %s (overlapped steps took %.3f of the sequential ones, "
-                   "at most %.3f at 90 %%: %zu pairs, each the mean over ranks; overlap only when below 1)\n",
+                   "at most %.3f at 90 %%: %zu pairs, each the mean over ranks; overlap only below %.2f)\n",
                    toString(*tuner_->decided()).c_str(), *tuner_->agreedRatio(), *tuner_->agreedRatioBound(),
-                   ReductionTuner::kPairs);
+                   ReductionTuner::kPairs, 1 - ReductionTuner::kMinOverlapGain);
   }
   pipeline_->setStepMode(tuner_->nextMode(config_.formatLabel));
 }
@@ -558,7 +558,7 @@ void Trainer::logEvaluation(const Evaluation& eval, const std::string& extraJson
     j["reduction"] = tuner_ && tuner_->decided() ? "auto:" + toString(*tuner_->decided()) : std::string("auto");
     if (tuner_ && tuner_->agreedRatio()) {
       j["reduction_ratio"] = *tuner_->agreedRatio();
-      j["reduction_ratio_bound"] = *tuner_->agreedRatioBound();  // overlap only when below 1
+      j["reduction_ratio_bound"] = *tuner_->agreedRatioBound();  // overlap only below 1 - kMinOverlapGain
     }
   } else {
     j["reduction"] = toString(pipeline_->mode());
