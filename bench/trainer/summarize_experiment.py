@@ -13,7 +13,11 @@ its time over the oracle's (goal <= 1.10), whether its final accuracy is within 
 fp32). With --plot PNG: test accuracy against wall time, every run, one colour per format, and the
 regret's target as a dotted line when fp32 ran.
 
-    bench/trainer/summarize_experiment.py OUT_DIR [--at 60,120,240] [--regret] [--plot PNG]
+With --target-from DIR: fp32's final accuracies (the target and its spread) from DIR's fp32 runs
+instead of OUT_DIR's: fp32's accuracy per seed is the same on every link, so a slow regime can take
+it from a run on shared memory.
+
+    bench/trainer/summarize_experiment.py OUT_DIR [--at 60,120,240] [--regret] [--plot PNG] [--target-from DIR]
 """
 import argparse
 import glob
@@ -43,15 +47,10 @@ def spread(values, scale=1.0, digits=2):
     return f"{mean:.{digits}f} ± {sd:.{digits}f} ({min(values) * scale:.{digits}f}–{max(values) * scale:.{digits}f})"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out")
-    parser.add_argument("--at", default="", help="comma-separated wall-clock seconds for the accuracy-by-time table")
-    parser.add_argument("--regret", action="store_true", help="the regret table against the best fixed format")
-    parser.add_argument("--plot", default="", help="write accuracy against wall time to this PNG")
-    args = parser.parse_args()
+def read_rows(out):
+    """Per format: final accuracies, wall times, byte ratios, choices, overheads and evaluations of its runs."""
     rows = {}
-    for path in sorted(glob.glob(os.path.join(args.out, "*-seed*.jsonl"))):
+    for path in sorted(glob.glob(os.path.join(out, "*-seed*.jsonl"))):
         m = re.match(r"(.+)-seed(\d+)\.jsonl$", os.path.basename(path))
         evals, decisions, summary = read_log(path)
         if not evals:
@@ -66,6 +65,20 @@ def main():
         r["runs"].append(evals)
         if summary:
             r["overhead"].append(summary["overhead_fraction"])
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out")
+    parser.add_argument("--at", default="", help="comma-separated wall-clock seconds for the accuracy-by-time table")
+    parser.add_argument("--regret", action="store_true", help="the regret table against the best fixed format")
+    parser.add_argument("--plot", default="", help="write accuracy against wall time to this PNG")
+    parser.add_argument("--target-from", default="", help="take fp32's final accuracies (the target) from this "
+                                                          "directory's runs")
+    args = parser.parse_args()
+    rows = read_rows(args.out)
+    fp32 = read_rows(args.target_from).get("fp32", {}).get("acc", []) if args.target_from else None
     order = ["fp32", "fp8", "fp8s", "table4", "table2", "table1", "table1+ef", "fastest", "adaptive", "adaptive-risk",
              "adaptive-fixed"]
     names = sorted(rows, key=lambda n: (order.index(n) if n in order else len(order), n))
@@ -97,30 +110,39 @@ def main():
                              if done else "–")
             print(f"| {n} | " + " | ".join(cells) + " |")
     if args.regret:
-        regret_table(rows, names)
+        regret_table(rows, names, fp32)
     if args.plot:
-        plot(rows, names, args.plot, os.path.basename(os.path.normpath(args.out)))
+        plot(rows, names, args.plot, os.path.basename(os.path.normpath(args.out)), fp32)
 
 
 def time_to_reach(run, target):
     return next((e["wall_s"] for e in run if e["test_accuracy"] >= target), None)
 
 
-def fp32_target(rows):
+def fp32_finals(rows, fp32):
+    """fp32's final accuracies: `fp32` when given (--target-from), else the runs' own fp32 rows."""
+    if fp32 is not None:
+        return fp32
+    return rows["fp32"]["acc"] if "fp32" in rows else []
+
+
+def fp32_target(rows, fp32=None):
     """The regret's target: fp32's mean final test accuracy (None without fp32 runs)."""
-    return statistics.mean(rows["fp32"]["acc"]) if "fp32" in rows else None
+    finals = fp32_finals(rows, fp32)
+    return statistics.mean(finals) if finals else None
 
 
-def regret_table(rows, names):
-    target = fp32_target(rows)
+def regret_table(rows, names, fp32=None):
+    target = fp32_target(rows, fp32)
     if target is None:
         print("\nregret: no fp32 runs")
         return
-    fp32_sd = statistics.stdev(rows["fp32"]["acc"]) if len(rows["fp32"]["acc"]) > 1 else 0.0
+    finals = fp32_finals(rows, fp32)
+    fp32_sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
     times = {}
     print()
     print(f"Target: fp32's mean final test accuracy {100 * target:.2f}% (sd {100 * fp32_sd:.2f} over "
-          f"{len(rows['fp32']['acc'])} seeds).")
+          f"{len(finals)} seeds{'' if fp32 is None else ', from --target-from'}).")
     print()
     print("| format | time to target s (mean over seeds) | runs that reached it |")
     print("|---|---:|---|")
@@ -150,7 +172,7 @@ def regret_table(rows, names):
         print(f"| {n} | {ratio} | {'yes' if within else 'no'} ({100 * statistics.mean(r['acc']):.2f}%) | {overhead} |")
 
 
-def plot(rows, names, path, title):
+def plot(rows, names, path, title, fp32=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -161,7 +183,7 @@ def plot(rows, names, path, title):
             ax.plot([e["wall_s"] for e in run], [100 * e["test_accuracy"] for e in run],
                     color=colours[i % len(colours)], alpha=0.8, lw=1.2, label=n if k == 0 else None,
                     ls="--" if n.startswith("adaptive") else "-")
-    target = fp32_target(rows)
+    target = fp32_target(rows, fp32)
     if target is not None:  # what --regret's time to target is read against
         ax.axhline(100 * target, color="black", lw=0.8, ls=":", label=f"target {100 * target:.2f}% (fp32's mean)")
     ax.set_xlabel("wall time (s)")
