@@ -41,7 +41,7 @@ class ReductionTuner {
   static constexpr std::size_t kBlockSteps = 3;
   // Overlap must be shown at least this much faster: its extra thread costs over a whole run what a few
   // steps do not show. With blocks, runs between emulated nodes on 2 cores that took overlap on bounds
-  // of 0.993-0.99996 then trained 2-6 % slower than sequential runs beside them (docs/results.md,
+  // of 0.993 and 0.999 then trained 2-6 % slower than sequential runs beside them (docs/results.md,
   // "--reduction auto and a slow overlap"); a gain below this is not worth the risk where it is real.
   static constexpr double kMinOverlapGain = 0.03;
 
