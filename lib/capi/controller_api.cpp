@@ -231,8 +231,7 @@ extern "C" int AdaPrec_ControllerDefault(const char* name, double* value) {
 extern "C" int AdaPrec_ControllerDefaultCandidates(char* out, size_t capacity, size_t* size) {
   return guarded(__func__, [&] {
     ADAPREC_CHECK_ARG(size != nullptr, "size must not be NULL");
-    std::string joined;
-    for (const std::string& name : ctl::ControllerConfig{}.candidates) joined += (joined.empty() ? "" : ",") + name;
+    const std::string joined = ctl::ControllerConfig{}.candidateList();
     *size = joined.size();
     if (out != nullptr && capacity > joined.size()) std::memcpy(out, joined.c_str(), joined.size() + 1);
   });

@@ -11,6 +11,12 @@
 
 namespace adaprec::controller {
 
+std::string ControllerConfig::candidateList() const {
+  std::string joined;
+  for (const std::string& name : candidates) joined += (joined.empty() ? "" : ",") + name;
+  return joined;
+}
+
 void ControllerConfig::check() const {
   ADAPREC_CHECK_ARG(!candidates.empty(), "the controller needs candidates");
   ADAPREC_CHECK_ARG(evalPoints >= 1 && speculativeSteps >= static_cast<std::uint64_t>(evalPoints),

@@ -60,6 +60,9 @@ struct ControllerConfig {
   // candidate that can pay is not settled (pruning.hpp, probeContested). <= probeSteps: never longer.
   std::uint64_t contestedProbeSteps = 6;
   void check() const;
+  // The candidates comma-separated ("fp32,fp16,..."): adaprec-train's --candidates form, and the C API's
+  // AdaPrec_ControllerDefaultCandidates.
+  std::string candidateList() const;
   // Whether a phase beginning at `step` has room for its branches before training ends at totalSteps
   // (near the end the current choice simply runs out; adaprec-train warns when the first one cannot).
   bool phaseFits(std::uint64_t step, std::uint64_t totalSteps) const { return step + speculativeSteps <= totalSteps; }

@@ -56,11 +56,7 @@ struct RunOptions {
     return defaults;
   }
   // "--candidates"'s default: ControllerConfig's candidates, comma-separated.
-  static std::string defaultCandidates() {
-    std::string joined;
-    for (const std::string& name : controllerDefaults().candidates) joined += (joined.empty() ? "" : ",") + name;
-    return joined;
-  }
+  static std::string defaultCandidates() { return controllerDefaults().candidateList(); }
 };
 
 // Whether this build has the precision controller (needs the predictor and the communicator).
